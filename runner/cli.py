@@ -1,0 +1,215 @@
+"""`python -m runner`: config → validated plan → engines on actors → Parquet (+ W&B) → report."""
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import hydra
+from omegaconf import DictConfig, OmegaConf
+
+from runner.measurement.records import RunKeys
+from runner.plan.grid import Plan, PlanError, build_plan
+from runner.plan.validate import engine_arg_names, validate
+
+
+@dataclass(frozen=True, kw_only=True)
+class SweepInputs:
+    """The resolved config, split the way the plan and the executor need it."""
+
+    sweep_name: str
+    run: str
+    model: dict
+    engine: dict
+    grid: dict
+    engine_axes: dict
+    workloads: dict
+    spec_extra: dict
+    repeats: int
+    cluster: dict
+    tracking: dict
+    execution: dict
+
+    @classmethod
+    def from_config(cls, cfg: DictConfig) -> "SweepInputs":
+        c = OmegaConf.to_container(cfg, resolve=True)
+        grid = c["sweep"].get("grid") or {}
+        if "spec_method" in grid:
+            # YAML reads a bare `off` as false.
+            grid["spec_method"] = ["off" if m is False or m is None else m for m in _listify(grid["spec_method"])]
+        return cls(sweep_name=c["sweep"]["name"], run=str(c["run"]), model=c["model"], engine=c["engine"],
+                   grid=c["sweep"].get("grid") or {}, engine_axes=c["sweep"].get("engine_axes") or {},
+                   workloads=c.get("workload") or {}, spec_extra=c.get("spec") or {},
+                   repeats=int(c["sweep"].get("repeats", 1)), cluster=c.get("cluster") or {},
+                   tracking=c.get("tracking") or {}, execution=c.get("execution") or {})
+
+
+def _listify(value) -> list:
+    return list(value) if isinstance(value, (list, tuple)) else [value]
+
+
+def make_plan(inputs: SweepInputs, *, check_engine_args: bool = True) -> Plan:
+    engine_args = dict(inputs.engine.get("args") or {})
+    validate(grid=inputs.grid, model=inputs.model, workloads=inputs.workloads, engine_args=engine_args,
+             engine_axes=inputs.engine_axes, known_engine_args=engine_arg_names() if check_engine_args else None)
+    return build_plan(sweep_name=inputs.sweep_name, model=inputs.model["name"], grid=inputs.grid,
+                      workloads=inputs.workloads, engine_args=engine_args, engine_axes=inputs.engine_axes,
+                      spec_extra=inputs.spec_extra, repeats=inputs.repeats,
+                      tensor_parallel_size=int(inputs.engine.get("tensor_parallel_size") or 1))
+
+
+def describe_plan(plan: Plan, *, done: set[str], parallel: int) -> str:
+    from runner.execution.scheduler import _engine_label
+
+    lines = [f"plan: {len(plan.engines)} engine configs, {len(plan.trials)} trials "
+             f"({len(plan.trials) - len(done & {t.trial_id for t in plan.trials})} to run), "
+             f"{parallel} engine(s) at a time"]
+    for engine in plan.engines:
+        trials = plan.trials_of(engine.engine_id)
+        todo = sum(t.trial_id not in done for t in trials)
+        lines.append(f"  {_engine_label(engine)}: {len(trials)} trials, {todo} to run")
+        for t in trials[:50]:
+            mark = "done" if t.trial_id in done else "todo"
+            lines.append(f"      [{mark}] {t.trial_id} {t.workload} c={t.concurrency} r={t.repeat} {t.params_json}")
+    return "\n".join(lines)
+
+
+def execution_env(engine: dict) -> dict[str, str]:
+    env = {"NCCL_NVLS_ENABLE": "0", "TOKENIZERS_PARALLELISM": "false"}
+    if engine.get("device") == "cpu" and engine.get("cpu_kvcache_space_gib"):
+        env["VLLM_CPU_KVCACHE_SPACE"] = str(engine["cpu_kvcache_space_gib"])
+    for name in ("VLLM_USE_FLASHINFER_SAMPLER", "RUNNER_CACHE_DIR", "PYTHONPATH", "VLLM_CPU_OMP_THREADS_BIND",
+                 "NCCL_NVLS_ENABLE", "VLLM_LOGGING_LEVEL"):
+        if name in os.environ:
+            env[name] = os.environ[name]
+    return env
+
+
+def start_ray(cluster: dict, *, device: str) -> int:
+    """Starts (or joins) Ray; returns how many engines can run side by side."""
+    import ray
+
+    address = cluster.get("address")
+    kwargs = dict(log_to_driver=False, include_dashboard=False, logging_level="ERROR")
+    if address:
+        ray.init(address=address, **kwargs)
+    else:
+        ray.init(**kwargs)
+    if cluster.get("max_parallel_engines"):
+        return int(cluster["max_parallel_engines"])
+    if device == "cuda":
+        return max(1, int(ray.cluster_resources().get("GPU", 0)))
+    return int(cluster.get("cpu_engine_slots") or 1)
+
+
+def run_sweep(cfg: DictConfig, *, run_dir: Path) -> int:
+    wall_start = time.perf_counter()
+    inputs = SweepInputs.from_config(cfg)
+    try:
+        plan = make_plan(inputs)
+    except PlanError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    from runner.sinks.parquet import ParquetSink
+
+    sink = ParquetSink(run_dir)
+    done = sink.finished_trial_ids(include_failed=not cfg.get("retry_failed", False))
+    if cfg.get("dry_run"):
+        print(describe_plan(plan, done=done, parallel=int(inputs.cluster.get("max_parallel_engines") or 1)))
+        return 0
+    OmegaConf.save(cfg, run_dir / "config.yaml", resolve=True)
+    todo = [t for t in plan.trials if t.trial_id not in done]
+    print(f"sweep {plan.sweep!r}: {len(plan.engines)} engine configs, {len(plan.trials)} trials; "
+          f"results in {run_dir}")
+    if not todo:
+        print(f"nothing to do: all {len(plan.trials)} trials of this sweep are already in {run_dir} "
+              f"(run=<new name> starts a fresh run)")
+    else:
+        code = _execute(plan=plan, inputs=inputs, sink=sink, run_dir=run_dir, done=done, todo=len(todo))
+        if code:
+            return code
+    from runner.summary import print_summary
+
+    print_summary(run_dir=run_dir, trial_ids={t.trial_id for t in plan.trials})
+    if cfg.get("report", True):
+        _write_report(run_dir)
+    print(f"results: {run_dir}")
+    print(f"total time: {time.perf_counter() - wall_start:.1f} s")
+    return 0
+
+
+def _write_report(run_dir: Path) -> None:
+    try:
+        from runner.report.build import write_report
+    except ImportError:
+        return
+    write_report(run_dirs=[run_dir], out_dir=run_dir, echo=True)
+
+
+def _execute(*, plan: Plan, inputs: SweepInputs, sink, run_dir: Path, done: set[str], todo: int) -> int:
+    from tqdm import tqdm
+
+    from runner.execution.scheduler import ExecutionSettings, Interrupted, Scheduler
+    from runner.sinks.tracking import open_tracker
+
+    device = inputs.engine.get("device", "cpu")
+    parallel = start_ray(inputs.cluster, device=device)
+    execution = inputs.execution
+    settings = ExecutionSettings(device=device, max_parallel_engines=parallel,
+                                 cpus_per_engine=float(inputs.cluster.get("cpus_per_engine") or 1),
+                                 env=execution_env(inputs.engine),
+                                 trial_timeout_s=float(execution.get("trial_timeout_s", 1800)),
+                                 start_timeout_s=float(execution.get("start_timeout_s", 1800)),
+                                 max_trial_retries=int(execution.get("max_trial_retries", 1)),
+                                 slo={k: v for k, v in (execution.get("slo") or {}).items() if v is not None})
+    keys = RunKeys(sweep=plan.sweep, run_id=inputs.run)
+    tracker = open_tracker(tracking=inputs.tracking, keys=keys, run_dir=run_dir, plan=plan)
+    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    progress = tqdm(total=todo, desc="trials", unit="trial", dynamic_ncols=True)
+    scheduler = Scheduler(plan=plan, model_cfg=inputs.model, keys=keys, sink=sink, settings=settings,
+                          log_dir=run_dir / "logs", on_trial=tracker.log_trial, on_engine=tracker.log_engine,
+                          progress=progress)
+    try:
+        scheduler.run(skip_trial_ids=done)
+    except Interrupted:
+        progress.close()
+        print(f"\ninterrupted: finished trials are in {run_dir}; run the same command again to resume",
+              file=sys.stderr)
+        return 130
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        progress.close()
+        tracker.finish()
+        _shutdown_ray()
+    return 0
+
+
+def _raise_interrupt(signum, frame):
+    raise KeyboardInterrupt()
+
+
+def _shutdown_ray() -> None:
+    import ray
+
+    if ray.is_initialized():
+        ray.shutdown()
+
+
+CONF_DIR = str(Path(__file__).resolve().parents[1] / "conf")
+
+
+@hydra.main(version_base=None, config_path=CONF_DIR, config_name="config")
+def main(cfg: DictConfig) -> None:
+    from hydra.core.hydra_config import HydraConfig
+
+    run_dir = Path(HydraConfig.get().runtime.output_dir)
+    code = run_sweep(cfg, run_dir=run_dir)
+    if code:
+        sys.exit(code)
+
+
+def console_main() -> None:
+    main()

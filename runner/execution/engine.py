@@ -1,0 +1,158 @@
+"""One in-process vLLM `AsyncLLM`: start, stream requests with client timestamps, read capacity."""
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import socket
+import time
+from dataclasses import dataclass
+from typing import Optional
+
+from runner.measurement.metrics import Timeline
+from runner.measurement.workloads.base import RequestResult
+from runner.plan.grid import EngineConfig
+from runner.plan.spec_methods import speculative_config
+
+GIB = 1024**3
+
+
+@dataclass(kw_only=True)
+class ModelSource:
+    """Where the weights and tokenizer come from, resolved on the machine that loads them."""
+
+    path: str
+    tokenizer: Optional[str] = None
+    load_format: str = "auto"
+    vocab_size: int = 0
+    first_token_id: int = 0
+
+
+def engine_kwargs(*, engine: EngineConfig, model: ModelSource) -> dict:
+    """The keyword arguments for vLLM's `AsyncEngineArgs`."""
+    s = engine.settings
+    kwargs = dict(engine.engine_args)
+    kwargs.update(
+        model=model.path,
+        tokenizer=model.tokenizer or model.path,
+        load_format=model.load_format,
+        max_model_len=s.max_model_len,
+        gpu_memory_utilization=s.gpu_memory_utilization,
+        enable_prefix_caching=s.enable_prefix_caching,
+        tensor_parallel_size=s.tensor_parallel_size,
+        disable_log_stats=False,
+        worker_extension_cls="runner.execution.worker_probe.MemoryProbe",
+    )
+    spec = speculative_config(method=s.spec_method, k=s.num_speculative_tokens, extra=engine.spec_extra)
+    if spec is not None:
+        kwargs["speculative_config"] = spec
+    return kwargs
+
+
+def vllm_version() -> str:
+    import vllm
+
+    return getattr(vllm, "__version__", "unknown")
+
+
+class EngineHost:
+    """Owns one AsyncLLM for its whole life; all calls come from one event loop."""
+
+    def __init__(self, *, engine: EngineConfig, model: ModelSource):
+        self.config = engine
+        self.model = model
+        self.max_model_len = engine.settings.max_model_len
+        self.vocab_size = model.vocab_size
+        self.first_token_id = model.first_token_id
+        self._llm = None
+        self._ids = itertools.count()
+
+    async def start(self) -> dict:
+        """Loads the engine; returns the engine-record columns it can fill."""
+        from vllm.engine.arg_utils import AsyncEngineArgs
+        from vllm.v1.engine.async_llm import AsyncLLM
+
+        started = time.perf_counter()
+        self._llm = AsyncLLM.from_engine_args(AsyncEngineArgs(**engine_kwargs(engine=self.config, model=self.model)))
+        load_s = time.perf_counter() - started
+        if not self.vocab_size:
+            self.vocab_size = self._llm.vllm_config.model_config.get_vocab_size()
+        return {"load_s": load_s, **self._capacity(), **await self._memory()}
+
+    def _capacity(self) -> dict:
+        vc = self._llm.vllm_config
+        cache = vc.cache_config
+        blocks = cache.num_gpu_blocks or 0
+        tokens = blocks * cache.block_size
+        return {
+            "kv_capacity_tokens": tokens,
+            "num_kv_blocks": blocks,
+            "block_size": cache.block_size,
+            "max_concurrency_at_max_len": tokens / self.max_model_len if self.max_model_len else None,
+            "vllm_version": vllm_version(),
+            "hostname": socket.gethostname(),
+        }
+
+    async def _memory(self) -> dict:
+        try:
+            reports = await self._llm.collective_rpc("runner_memory_report")
+        except Exception as exc:  # a figure we cannot read must not fail the engine
+            return {"memory_source": f"unavailable: {type(exc).__name__}: {exc}"[:300]}
+        first = reports[0] if reports else {}
+        return {
+            "weights_gib": first.get("weights_gib"),
+            "kv_budget_gib": first.get("kv_budget_gib"),
+            "memory_source": first.get("source"),
+            "device_name": first.get("device_name"),
+            "device_kind": first.get("device_kind"),
+        }
+
+    async def stream(self, *, prompt_token_ids: list[int], max_tokens: int, session: int = 0, turn: int = 0,
+                     phase: str = "measured", ignore_eos: bool = True, seed: int = 0) -> RequestResult:
+        from vllm import SamplingParams
+        from vllm.sampling_params import RequestOutputKind
+
+        params = SamplingParams(max_tokens=max_tokens, temperature=0.0, ignore_eos=ignore_eos, seed=seed,
+                                output_kind=RequestOutputKind.DELTA)
+        timeline = Timeline(sent_at=time.perf_counter())
+        token_ids: list[int] = []
+        final = None
+        request_id = f"r{next(self._ids)}-{os.getpid()}"
+        async for out in self._llm.generate({"prompt_token_ids": prompt_token_ids}, params, request_id):
+            now = time.perf_counter()
+            completion = out.outputs[0]
+            timeline.add_chunk(at=now, tokens=len(completion.token_ids))
+            token_ids.extend(completion.token_ids)
+            final = out
+        return RequestResult(timeline=timeline, prompt_tokens=len(prompt_token_ids), output_token_ids=token_ids,
+                             session=session, turn=turn, phase=phase, **_engine_side(final))
+
+    async def reset_prefix_cache(self) -> None:
+        await self._llm.reset_prefix_cache()
+
+    def shutdown(self) -> None:
+        if self._llm is not None:
+            self._llm.shutdown()
+            self._llm = None
+
+
+def _engine_side(final) -> dict:
+    """Engine timestamps, cached tokens and per-request acceptance, where this vLLM gives them."""
+    if final is None:
+        return {}
+    out: dict = {"cached_tokens": getattr(final, "num_cached_tokens", None)}
+    m = getattr(final, "metrics", None)
+    queued, scheduled, first = (getattr(m, n, None) for n in ("queued_ts", "scheduled_ts", "first_token_ts"))
+    if queued and scheduled:
+        out["engine_queue_s"] = scheduled - queued
+    if queued and first:
+        out["engine_ttft_s"] = first - queued
+    spec = getattr(final.outputs[0], "spec_decode_metrics", None)
+    if spec is not None:
+        out["spec_acceptance_rate"] = getattr(spec, "acceptance_rate", None)
+        out["spec_mean_acceptance_length"] = getattr(spec, "mean_acceptance_length", None)
+    return out
+
+
+def describe(kwargs: dict) -> str:
+    return json.dumps(kwargs, sort_keys=True, default=str)

@@ -1,0 +1,80 @@
+"""vLLM's cumulative engine counters, and the per-trial deltas taken from them.
+
+`delta_metrics` is pure; `snapshot` reads the process's Prometheus registry
+(one engine per process, so the registry is that engine's alone).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+SPEC_DRAFTS = "vllm:spec_decode_num_drafts"
+SPEC_DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens"
+SPEC_ACCEPTED = "vllm:spec_decode_num_accepted_tokens"
+SPEC_PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos"
+PREFIX_QUERIES = "vllm:prefix_cache_queries"
+PREFIX_HITS = "vllm:prefix_cache_hits"
+PREEMPTIONS = "vllm:num_preemptions"
+KV_USAGE = "vllm:kv_cache_usage_perc"
+
+
+@dataclass(kw_only=True)
+class CounterSnapshot:
+    scalars: dict[str, float] = field(default_factory=dict)
+    vectors: dict[str, list[float]] = field(default_factory=dict)
+    gauges: dict[str, float] = field(default_factory=dict)
+
+
+def snapshot() -> CounterSnapshot:
+    from vllm.v1.metrics.reader import Counter, Gauge, Vector, get_metrics_snapshot
+
+    snap = CounterSnapshot()
+    for metric in get_metrics_snapshot():
+        if isinstance(metric, Counter):
+            snap.scalars[metric.name] = snap.scalars.get(metric.name, 0.0) + float(metric.value)
+        elif isinstance(metric, Vector):
+            old = snap.vectors.get(metric.name, [])
+            values = [float(v) for v in metric.values]
+            snap.vectors[metric.name] = [a + b for a, b in zip(old, values)] if old else values
+        elif isinstance(metric, Gauge):
+            snap.gauges[metric.name] = float(metric.value)
+    return snap
+
+
+def _delta(before: CounterSnapshot, after: CounterSnapshot, name: str) -> Optional[float]:
+    if name not in after.scalars:
+        return None
+    return after.scalars[name] - before.scalars.get(name, 0.0)
+
+
+def spec_decode_figures(*, drafts: Optional[float], draft_tokens: Optional[float], accepted: Optional[float],
+                        per_position: list[float]) -> dict:
+    """vLLM's definitions: rate = accepted/draft tokens; mean length = 1 + accepted/drafts."""
+    has = bool(drafts)
+    return {
+        "spec_num_drafts": int(drafts) if drafts is not None else None,
+        "spec_num_draft_tokens": int(draft_tokens) if draft_tokens is not None else None,
+        "spec_num_accepted_tokens": int(accepted) if accepted is not None else None,
+        "spec_acceptance_rate": (accepted / draft_tokens) if has and draft_tokens else None,
+        "spec_mean_acceptance_length": (1.0 + accepted / drafts) if has else None,
+        "spec_acceptance_per_position": [a / drafts for a in per_position] if has else [],
+    }
+
+
+def delta_metrics(before: CounterSnapshot, after: CounterSnapshot) -> dict:
+    """A trial's counter columns: the difference between two snapshots."""
+    old_pos = before.vectors.get(SPEC_PER_POS, [])
+    new_pos = after.vectors.get(SPEC_PER_POS, [])
+    per_pos = [n - (old_pos[i] if i < len(old_pos) else 0.0) for i, n in enumerate(new_pos)]
+    queries = _delta(before, after, PREFIX_QUERIES)
+    hits = _delta(before, after, PREFIX_HITS)
+    preempt = _delta(before, after, PREEMPTIONS)
+    return {
+        **spec_decode_figures(drafts=_delta(before, after, SPEC_DRAFTS),
+                              draft_tokens=_delta(before, after, SPEC_DRAFT_TOKENS),
+                              accepted=_delta(before, after, SPEC_ACCEPTED), per_position=per_pos),
+        "prefix_cache_queries": int(queries) if queries is not None else None,
+        "prefix_cache_hits": int(hits) if hits is not None else None,
+        "prefix_cache_hit_rate": (hits / queries) if queries else None,
+        "num_preemptions": int(preempt) if preempt is not None else None,
+    }

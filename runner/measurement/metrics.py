@@ -1,0 +1,136 @@
+"""Latency and throughput math on client-side timelines. Pure."""
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass, field
+from typing import Optional, Sequence
+
+
+@dataclass(kw_only=True)
+class Timeline:
+    """One request as the client saw it: when it was sent and when each chunk arrived."""
+
+    sent_at: float
+    chunk_times: list[float] = field(default_factory=list)
+    chunk_sizes: list[int] = field(default_factory=list)
+
+    def add_chunk(self, *, at: float, tokens: int) -> None:
+        if tokens > 0:
+            self.chunk_times.append(at)
+            self.chunk_sizes.append(tokens)
+
+    @property
+    def output_tokens(self) -> int:
+        return sum(self.chunk_sizes)
+
+
+def ttft(t: Timeline) -> Optional[float]:
+    return t.chunk_times[0] - t.sent_at if t.chunk_times else None
+
+
+def e2e(t: Timeline) -> Optional[float]:
+    return t.chunk_times[-1] - t.sent_at if t.chunk_times else None
+
+
+def tpot(t: Timeline) -> Optional[float]:
+    """(last − first) / (n − 1): the mean time per output token after the first."""
+    n = t.output_tokens
+    if n < 2:
+        return None
+    # Tokens delivered with the first chunk arrived at TTFT: the decode span starts there.
+    return (t.chunk_times[-1] - t.chunk_times[0]) / (n - 1)
+
+
+def inter_token_latencies(t: Timeline) -> list[float]:
+    """Per token: a chunk of k tokens after Δt counts as k tokens of Δt/k each."""
+    out: list[float] = []
+    for i in range(1, len(t.chunk_times)):
+        gap = t.chunk_times[i] - t.chunk_times[i - 1]
+        k = t.chunk_sizes[i]
+        out.extend([gap / k] * k)
+    return out
+
+
+def decode_rate(t: Timeline) -> Optional[float]:
+    """Tokens per second after the first token (one session's decode speed)."""
+    value = tpot(t)
+    return 1.0 / value if value else None
+
+
+def percentile(values: Sequence[float], q: float) -> Optional[float]:
+    """Linear-interpolated percentile (numpy's default), None for no values."""
+    data = sorted(v for v in values if v is not None and not math.isnan(v))
+    if not data:
+        return None
+    pos = (len(data) - 1) * q / 100.0
+    lo, hi = math.floor(pos), math.ceil(pos)
+    return data[lo] + (data[hi] - data[lo]) * (pos - lo)
+
+
+def mean(values: Sequence[Optional[float]]) -> Optional[float]:
+    data = [v for v in values if v is not None]
+    return sum(data) / len(data) if data else None
+
+
+def summarize(values: Sequence[Optional[float]], *, prefix: str) -> dict[str, Optional[float]]:
+    """`{prefix}_mean_s, _p50_s, _p90_s, _p99_s`."""
+    data = [v for v in values if v is not None]
+    return {
+        f"{prefix}_mean_s": mean(data),
+        f"{prefix}_p50_s": percentile(data, 50),
+        f"{prefix}_p90_s": percentile(data, 90),
+        f"{prefix}_p99_s": percentile(data, 99),
+    }
+
+
+@dataclass(frozen=True, kw_only=True)
+class Slo:
+    ttft_ms: Optional[float] = None
+    tpot_ms: Optional[float] = None
+    e2e_ms: Optional[float] = None
+
+    @property
+    def empty(self) -> bool:
+        return self.ttft_ms is None and self.tpot_ms is None and self.e2e_ms is None
+
+    def met_by(self, t: Timeline) -> bool:
+        checks = [(self.ttft_ms, ttft(t)), (self.tpot_ms, tpot(t)), (self.e2e_ms, e2e(t))]
+        return all(limit is None or (value is not None and value * 1000 <= limit) for limit, value in checks)
+
+
+def goodput(timelines: Sequence[Timeline], *, slo: Slo, duration_s: float) -> tuple[Optional[float], Optional[float]]:
+    """(requests/s meeting every SLO, share meeting it); (None, None) without SLOs."""
+    if slo.empty or not timelines or duration_s <= 0:
+        return None, None
+    met = sum(1 for t in timelines if slo.met_by(t))
+    return met / duration_s, met / len(timelines)
+
+
+def trial_latency_summary(timelines: Sequence[Timeline], *, duration_s: float, slo: Slo = Slo()) -> dict:
+    """The latency and throughput columns of a trial row."""
+    itls = [x for t in timelines for x in inter_token_latencies(t)]
+    rates = [decode_rate(t) for t in timelines]
+    chunks = [c for t in timelines for c in t.chunk_sizes[1:]]
+    total_out = sum(t.output_tokens for t in timelines)
+    good, attainment = goodput(timelines, slo=slo, duration_s=duration_s)
+    return {
+        **summarize([ttft(t) for t in timelines], prefix="ttft"),
+        **summarize([tpot(t) for t in timelines], prefix="tpot"),
+        **summarize(itls, prefix="itl"),
+        **summarize([e2e(t) for t in timelines], prefix="e2e"),
+        "decode_tok_s_per_session": mean(rates),
+        "decode_tok_s_aggregate": total_out / duration_s if duration_s > 0 else None,
+        "mean_chunk_tokens": mean(chunks),
+        "output_tokens_total": total_out,
+        "goodput_req_s": good,
+        "slo_attainment": attainment,
+    }
+
+
+def hash_tokens(token_ids: Sequence[int]) -> str:
+    return hashlib.sha256(",".join(map(str, token_ids)).encode()).hexdigest()[:16]
+
+
+def combine_hashes(hashes: Sequence[Optional[str]]) -> str:
+    return hashlib.sha256("|".join(h or "-" for h in hashes).encode()).hexdigest()[:16]

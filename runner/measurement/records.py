@@ -1,0 +1,72 @@
+"""Turn one trial's request results and counter deltas into schema rows. Pure."""
+from __future__ import annotations
+
+import dataclasses
+from typing import Sequence
+
+from runner.measurement.metrics import (Slo, combine_hashes, e2e, hash_tokens, inter_token_latencies,
+                                        trial_latency_summary, tpot, ttft)
+from runner.measurement.workloads.base import RequestResult
+from runner.schema import EngineSettings, RequestRecord, TrialRecord
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RunKeys:
+    sweep: str
+    run_id: str
+
+
+def request_rows(*, keys: RunKeys, trial_id: str, engine_id: str, results: Sequence[RequestResult],
+                 keep_token_ids: bool = True) -> list[RequestRecord]:
+    rows = []
+    for i, r in enumerate(results):
+        t = r.timeline
+        rows.append(RequestRecord(
+            sweep=keys.sweep, run_id=keys.run_id, trial_id=trial_id, engine_id=engine_id, request_index=i,
+            session=r.session, turn=r.turn, phase=r.phase, prompt_tokens=r.prompt_tokens,
+            output_tokens=t.output_tokens, cached_tokens=r.cached_tokens,
+            start_offset_s=0.0, ttft_s=ttft(t), e2e_s=e2e(t), tpot_s=tpot(t),
+            itl_s=inter_token_latencies(t), chunk_sizes=list(t.chunk_sizes),
+            engine_queue_s=r.engine_queue_s, engine_ttft_s=r.engine_ttft_s,
+            spec_acceptance_rate=r.spec_acceptance_rate, spec_mean_acceptance_length=r.spec_mean_acceptance_length,
+            output_hash=hash_tokens(r.output_token_ids),
+            output_token_ids=list(r.output_token_ids) if keep_token_ids else [],
+            error=r.error,
+        ))
+    return rows
+
+
+def with_start_offsets(rows: list[RequestRecord], results: Sequence[RequestResult], *, t0: float) -> None:
+    for row, r in zip(rows, results):
+        row.start_offset_s = r.timeline.sent_at - t0
+
+
+def trial_row(*, keys: RunKeys, trial, settings: EngineSettings, results: Sequence[RequestResult],
+              measured_phases: Sequence[str], duration_s: float, started_at: float, counter_deltas: dict,
+              kv_usage_peak: float | None, slo: Slo = Slo(), attempts: int = 1) -> TrialRecord:
+    measured = [r for r in results if r.phase in measured_phases] or list(results)
+    cached = [r.cached_tokens for r in measured if r.cached_tokens is not None]
+    return TrialRecord(
+        **dataclasses.asdict(settings),
+        sweep=keys.sweep, run_id=keys.run_id, trial_id=trial.trial_id, engine_id=trial.engine_id,
+        workload=trial.workload, workload_params_json=trial.params_json, api=trial.api,
+        concurrency=trial.concurrency, repeat=trial.repeat, status="ok", attempts=attempts,
+        started_at=started_at, duration_s=duration_s, num_requests=len(measured),
+        prompt_tokens_total=sum(r.prompt_tokens for r in measured),
+        cached_tokens_total=sum(cached) if cached else None,
+        kv_usage_peak=kv_usage_peak,
+        output_hash=combine_hashes([hash_tokens(r.output_token_ids) for r in measured]),
+        **trial_latency_summary([r.timeline for r in measured], duration_s=duration_s, slo=slo),
+        **counter_deltas,
+    )
+
+
+def failed_trial_row(*, keys: RunKeys, trial, settings: EngineSettings, kind: str, reason: str,
+                     attempts: int = 1) -> TrialRecord:
+    return TrialRecord(
+        **dataclasses.asdict(settings),
+        sweep=keys.sweep, run_id=keys.run_id, trial_id=trial.trial_id, engine_id=trial.engine_id,
+        workload=trial.workload, workload_params_json=trial.params_json, api=trial.api,
+        concurrency=trial.concurrency, repeat=trial.repeat, status="failed", failure_kind=kind,
+        failure_reason=reason, attempts=attempts,
+    )

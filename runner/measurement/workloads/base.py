@@ -1,0 +1,96 @@
+"""What a workload is: typed params, a size check, and an async driver of requests."""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Optional, Protocol
+
+from runner.measurement.metrics import Timeline
+
+
+@dataclass(kw_only=True)
+class RequestResult:
+    """One request's client-side record plus what the engine reported about it."""
+
+    timeline: Timeline
+    prompt_tokens: int
+    output_token_ids: list[int] = field(default_factory=list)
+    session: int = 0
+    turn: int = 0
+    phase: str = "measured"
+    cached_tokens: Optional[int] = None
+    engine_queue_s: Optional[float] = None
+    engine_ttft_s: Optional[float] = None
+    spec_acceptance_rate: Optional[float] = None
+    spec_mean_acceptance_length: Optional[float] = None
+    error: Optional[str] = None
+
+
+class Engine(Protocol):
+    """The engine as a workload sees it (see runner.execution.engine.EngineHost)."""
+
+    max_model_len: int
+    vocab_size: int
+    first_token_id: int
+
+    async def stream(self, *, prompt_token_ids: list[int], max_tokens: int, session: int = 0, turn: int = 0,
+                     phase: str = "measured", ignore_eos: bool = True, seed: int = 0) -> RequestResult: ...
+
+    async def reset_prefix_cache(self) -> None: ...
+
+
+@dataclass(kw_only=True)
+class WorkloadParams:
+    """Common params; each workload subclasses with its own fields and defaults."""
+
+    seed: int = 0
+
+    def max_sequence_tokens(self) -> int:
+        """The longest prompt + output any request of this workload may need."""
+        raise NotImplementedError
+
+    def validate(self) -> list[str]:
+        """Messages for values no run can use (sizes below one, …)."""
+        errors = []
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if f.name != "seed" and isinstance(value, int) and not isinstance(value, bool) and value < 1:
+                errors.append(f"{f.name}={value} must be ≥ 1")
+        return errors
+
+    def measured_phases(self) -> tuple[str, ...]:
+        """Request phases that count toward the trial's latency figures."""
+        return ("measured",)
+
+
+@dataclass(kw_only=True)
+class TrialContext:
+    engine: Engine
+    concurrency: int
+    repeat: int
+    params: WorkloadParams
+
+    @property
+    def seed(self) -> int:
+        # A repeat must not reuse the prompts of the one before (cold means cold).
+        return self.params.seed * 1_000_003 + self.repeat
+
+
+class Workload:
+    name: ClassVar[str]
+    params_type: ClassVar[type[WorkloadParams]]
+    description: ClassVar[str] = ""
+
+    @classmethod
+    def parse_params(cls, raw: dict[str, Any]) -> WorkloadParams:
+        names = {f.name for f in dataclasses.fields(cls.params_type)}
+        unknown = sorted(set(raw) - names)
+        if unknown:
+            raise ValueError(
+                f"workload {cls.name!r} has no parameter {unknown[0]!r}; valid: {', '.join(sorted(names))} "
+                f"(fix: remove or rename workload.{cls.name}.{unknown[0]})"
+            )
+        return cls.params_type(**raw)
+
+    async def run(self, ctx: TrialContext) -> list[RequestResult]:
+        raise NotImplementedError

@@ -1,0 +1,30 @@
+"""Resolve a model config to a folder on the machine that loads it."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from runner.execution.engine import ModelSource
+
+
+def resolve_model_source(model_cfg: dict) -> ModelSource:
+    builtin = model_cfg.get("builtin")
+    if builtin == "tiny_mtp":
+        from runner.models.tiny import ensure_tiny_model
+
+        path = str(ensure_tiny_model())
+    elif builtin:
+        raise ValueError(f"unknown builtin model {builtin!r}; valid: tiny_mtp (fix: model.builtin=tiny_mtp or model.path=...)")
+    else:
+        path = model_cfg["path"]
+    vocab = 0
+    config_file = Path(path) / "config.json"
+    if config_file.exists():
+        vocab = int(json.loads(config_file.read_text()).get("vocab_size", 0))
+    return ModelSource(
+        path=path,
+        tokenizer=model_cfg.get("tokenizer"),
+        load_format=model_cfg.get("load_format", "auto"),
+        vocab_size=int(model_cfg.get("prompt_token_high") or vocab),
+        first_token_id=int(model_cfg.get("prompt_token_low", 0)),
+    )

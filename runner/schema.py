@@ -1,0 +1,185 @@
+"""The one result schema: per request, per trial, per engine.
+
+Every sink (Parquet, W&B) and every report derives its columns from these
+dataclasses; nothing else declares a result column. Optional fields are
+nullable; lists become Arrow list columns.
+"""
+from __future__ import annotations
+
+import dataclasses
+import typing
+from dataclasses import dataclass, field
+from typing import Optional
+
+SCHEMA_VERSION = 1
+
+
+@dataclass(kw_only=True)
+class EngineSettings:
+    """What makes two trials share one engine load (the engine's identity)."""
+
+    model: str
+    spec_method: str = "off"
+    num_speculative_tokens: int = 0
+    enable_prefix_caching: bool = True
+    gpu_memory_utilization: float = 0.9
+    max_model_len: int = 2048
+    tensor_parallel_size: int = 1
+    # Everything else passed through to vLLM, as canonical JSON.
+    engine_args_json: str = "{}"
+
+
+@dataclass(kw_only=True)
+class EngineRecord(EngineSettings):
+    sweep: str
+    run_id: str
+    engine_id: str
+    status: str  # "ok" | "failed"
+    failure_kind: Optional[str] = None
+    failure_reason: Optional[str] = None
+    failure_numbers_json: Optional[str] = None
+    load_s: Optional[float] = None
+    kv_capacity_tokens: Optional[int] = None
+    num_kv_blocks: Optional[int] = None
+    block_size: Optional[int] = None
+    max_concurrency_at_max_len: Optional[float] = None
+    weights_gib: Optional[float] = None
+    kv_budget_gib: Optional[float] = None
+    memory_source: Optional[str] = None
+    vllm_version: Optional[str] = None
+    device_name: Optional[str] = None
+    device_kind: Optional[str] = None
+    hostname: Optional[str] = None
+    log_file: Optional[str] = None
+    started_at: Optional[float] = None
+
+
+@dataclass(kw_only=True)
+class TrialRecord(EngineSettings):
+    sweep: str
+    run_id: str
+    trial_id: str
+    engine_id: str
+    workload: str
+    workload_params_json: str
+    api: str = "async"
+    concurrency: int = 1
+    repeat: int = 0
+    status: str = "ok"  # "ok" | "failed"
+    failure_kind: Optional[str] = None
+    failure_reason: Optional[str] = None
+    attempts: int = 1
+    started_at: Optional[float] = None
+    duration_s: Optional[float] = None
+    num_requests: int = 0
+    output_tokens_total: int = 0
+    prompt_tokens_total: int = 0
+    ttft_mean_s: Optional[float] = None
+    ttft_p50_s: Optional[float] = None
+    ttft_p90_s: Optional[float] = None
+    ttft_p99_s: Optional[float] = None
+    tpot_mean_s: Optional[float] = None
+    tpot_p50_s: Optional[float] = None
+    tpot_p90_s: Optional[float] = None
+    tpot_p99_s: Optional[float] = None
+    itl_mean_s: Optional[float] = None
+    itl_p50_s: Optional[float] = None
+    itl_p90_s: Optional[float] = None
+    itl_p99_s: Optional[float] = None
+    e2e_mean_s: Optional[float] = None
+    e2e_p50_s: Optional[float] = None
+    e2e_p90_s: Optional[float] = None
+    e2e_p99_s: Optional[float] = None
+    decode_tok_s_per_session: Optional[float] = None
+    decode_tok_s_aggregate: Optional[float] = None
+    mean_chunk_tokens: Optional[float] = None
+    goodput_req_s: Optional[float] = None
+    slo_attainment: Optional[float] = None
+    spec_num_drafts: Optional[int] = None
+    spec_num_draft_tokens: Optional[int] = None
+    spec_num_accepted_tokens: Optional[int] = None
+    spec_acceptance_rate: Optional[float] = None
+    spec_mean_acceptance_length: Optional[float] = None
+    spec_acceptance_per_position: list[float] = field(default_factory=list)
+    prefix_cache_queries: Optional[int] = None
+    prefix_cache_hits: Optional[int] = None
+    prefix_cache_hit_rate: Optional[float] = None
+    cached_tokens_total: Optional[int] = None
+    num_preemptions: Optional[int] = None
+    kv_usage_peak: Optional[float] = None
+    output_hash: Optional[str] = None
+
+
+@dataclass(kw_only=True)
+class RequestRecord:
+    sweep: str
+    run_id: str
+    trial_id: str
+    engine_id: str
+    request_index: int
+    session: int = 0
+    turn: int = 0
+    phase: str = "measured"  # e.g. "measured", "warmup", "cold", "repeat"
+    prompt_tokens: int = 0
+    output_tokens: int = 0
+    cached_tokens: Optional[int] = None
+    start_offset_s: float = 0.0
+    ttft_s: Optional[float] = None
+    e2e_s: Optional[float] = None
+    tpot_s: Optional[float] = None
+    itl_s: list[float] = field(default_factory=list)
+    chunk_sizes: list[int] = field(default_factory=list)
+    engine_queue_s: Optional[float] = None
+    engine_ttft_s: Optional[float] = None
+    spec_acceptance_rate: Optional[float] = None
+    spec_mean_acceptance_length: Optional[float] = None
+    output_hash: Optional[str] = None
+    output_token_ids: list[int] = field(default_factory=list)
+    error: Optional[str] = None
+
+
+TABLES: dict[str, type] = {
+    "engines": EngineRecord,
+    "trials": TrialRecord,
+    "requests": RequestRecord,
+}
+
+
+def _arrow_type(type_text: str):
+    import pyarrow as pa
+
+    scalar = {"str": pa.string(), "int": pa.int64(), "float": pa.float64(), "bool": pa.bool_()}
+    if type_text.startswith("list["):
+        return pa.list_(scalar[type_text[5:-1]])
+    return scalar[type_text]
+
+
+def arrow_schema(record_type: type):
+    """The Arrow schema of one table, derived from its dataclass."""
+    import pyarrow as pa
+
+    hints = typing.get_type_hints(record_type)
+    fields = []
+    for f in dataclasses.fields(record_type):
+        fields.append(pa.field(f.name, _arrow_type(_hint_text(hints[f.name])), nullable=True))
+    return pa.schema(fields, metadata={"schema_version": str(SCHEMA_VERSION)})
+
+
+def _hint_text(hint) -> str:
+    origin = typing.get_origin(hint)
+    args = typing.get_args(hint)
+    if origin is typing.Union and type(None) in args:
+        (inner,) = [a for a in args if a is not type(None)]
+        return _hint_text(inner)
+    if origin is list:
+        return f"list[{args[0].__name__}]"
+    return hint.__name__
+
+
+def column_names(record_type: type) -> list[str]:
+    return [f.name for f in dataclasses.fields(record_type)]
+
+
+def engine_settings_of(record) -> EngineSettings:
+    names = column_names(EngineSettings)
+    return EngineSettings(**{n: getattr(record, n) for n in names})

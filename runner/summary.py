@@ -1,0 +1,39 @@
+"""The terminal's closing table, read from the persisted trials."""
+from __future__ import annotations
+
+from pathlib import Path
+
+SUMMARY_COLUMNS = {
+    "workload": "workload", "spec": "spec", "enable_prefix_caching": "pc", "concurrency": "conc",
+    "status": "status", "ttft_p50_ms": "ttft p50 ms", "tpot_p50_ms": "tpot p50 ms",
+    "decode_tok_s_per_session": "tok/s/session", "decode_tok_s_aggregate": "tok/s total",
+    "spec_acceptance_rate": "accept", "spec_mean_acceptance_length": "accept len",
+    "prefix_cache_hit_rate": "pc hit",
+}
+
+
+def summary_frame(trials):
+    frame = trials.copy()
+    frame["spec"] = [m if m == "off" else f"{m}:{k}" for m, k in zip(frame.spec_method, frame.num_speculative_tokens)]
+    frame["ttft_p50_ms"] = frame.ttft_p50_s * 1000
+    frame["tpot_p50_ms"] = frame.tpot_p50_s * 1000
+    frame = frame.sort_values(["workload", "spec", "enable_prefix_caching", "concurrency", "repeat"])
+    return frame[list(SUMMARY_COLUMNS)].rename(columns=SUMMARY_COLUMNS)
+
+
+def print_summary(*, run_dir: Path, trial_ids: set[str] | None = None) -> None:
+    import pandas as pd
+
+    path = Path(run_dir) / "trials.parquet"
+    if not path.exists():
+        print("no trials recorded")
+        return
+    trials = pd.read_parquet(path)
+    if trial_ids is not None:
+        trials = trials[trials.trial_id.isin(trial_ids)]
+    with pd.option_context("display.width", 200, "display.max_columns", 30, "display.max_rows", 500,
+                           "display.float_format", "{:.3g}".format):
+        print(summary_frame(trials).to_string(index=False))
+    failed = trials[trials.status != "ok"]
+    for _, row in failed.drop_duplicates("failure_kind").iterrows():
+        print(f"failed ({row.failure_kind}): {row.failure_reason}")

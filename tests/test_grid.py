@@ -1,0 +1,69 @@
+import pytest
+
+from runner.plan.grid import PlanError, build_plan, spec_arms, stable_hash
+
+GRID = {"spec_method": ["off", "mtp"], "num_speculative_tokens": [1, 2, 3], "enable_prefix_caching": [True],
+        "gpu_memory_utilization": [0.9], "max_model_len": [1024], "concurrency": [1, 4]}
+
+
+def plan(**over):
+    kwargs = dict(sweep_name="s", model="m", grid=GRID, workloads={"decode": {"input_len": 8, "output_len": 4}},
+                  engine_args={"enforce_eager": True})
+    kwargs.update(over)
+    return build_plan(**kwargs)
+
+
+def test_off_takes_no_k_so_it_appears_once():
+    assert spec_arms(methods=["off", "mtp"], ks=[1, 2, 3]) == [("off", 0), ("mtp", 1), ("mtp", 2), ("mtp", 3)]
+
+
+def test_demo_grid_expands_to_four_engines_and_eight_trials():
+    p = plan()
+    assert len(p.engines) == 4
+    assert len(p.trials) == 8
+    assert {len(p.trials_of(e.engine_id)) for e in p.engines} == {2}
+
+
+def test_ids_are_stable_and_distinct():
+    a, b = plan(), plan()
+    assert [t.trial_id for t in a.trials] == [t.trial_id for t in b.trials]
+    assert len({t.trial_id for t in a.trials}) == len(a.trials)
+    assert len({e.engine_id for e in a.engines}) == len(a.engines)
+
+
+def test_ids_change_with_any_setting():
+    base = {e.engine_id for e in plan().engines}
+    other = {e.engine_id for e in plan(engine_args={"enforce_eager": False}).engines}
+    assert base.isdisjoint(other)
+
+
+def test_workload_list_values_are_axes():
+    p = plan(workloads={"decode": {"input_len": [8, 16], "output_len": 4}})
+    assert len(p.trials) == 16
+    assert {t.params["input_len"] for t in p.trials} == {8, 16}
+
+
+def test_engine_axes_multiply_engines():
+    p = plan(engine_axes={"max_num_seqs": [8, 16]})
+    assert len(p.engines) == 8
+    assert {e.engine_args["max_num_seqs"] for e in p.engines} == {8, 16}
+
+
+def test_duplicate_axis_values_are_refused():
+    with pytest.raises(PlanError, match="twice"):
+        plan(grid={**GRID, "concurrency": [1, 1]})
+
+
+def test_repeats_make_distinct_trials():
+    p = plan(repeats=3)
+    assert len(p.trials) == 24
+    assert {t.repeat for t in p.trials} == {0, 1, 2}
+
+
+def test_per_workload_concurrency_overrides_the_grid():
+    p = plan(workloads={"decode": {"input_len": 8, "output_len": 4, "concurrency": [2]}})
+    assert {t.concurrency for t in p.trials} == {2}
+
+
+def test_stable_hash_ignores_key_order():
+    assert stable_hash({"a": 1, "b": 2}) == stable_hash({"b": 2, "a": 1})
