@@ -1,0 +1,37 @@
+"""Shared fixtures. Engine loads dominate test time: each sweep fixture here runs once per session."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run_cli(*overrides: str, output_root: Path, timeout: int = 1500, env: dict | None = None,
+            check: bool = True) -> subprocess.CompletedProcess:
+    """Runs `python -m runner` as a user would, with W&B offline inside the test's folder."""
+    full_env = {**os.environ, "WANDB_MODE": "offline", "PYTHONUNBUFFERED": "1", **(env or {})}
+    cmd = [sys.executable, "-m", "runner", f"output_root={output_root}", *overrides]
+    proc = subprocess.run(cmd, cwd=ROOT, env=full_env, capture_output=True, text=True, timeout=timeout)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"{' '.join(cmd)} exited {proc.returncode}\n--- stdout\n{proc.stdout[-4000:]}"
+                             f"\n--- stderr\n{proc.stderr[-6000:]}")
+    return proc
+
+
+@pytest.fixture(scope="session")
+def small_sweep(tmp_path_factory):
+    """A small real sweep (spec off vs MTP k=2, concurrency 1 and 2) on the embedded model, run once."""
+    out = tmp_path_factory.mktemp("small_sweep")
+    proc = run_cli(
+        "run=e2e", "sweep.name=small",
+        "sweep.grid.spec_method=[off,mtp]", "sweep.grid.num_speculative_tokens=[2]",
+        "sweep.grid.concurrency=[1,2]", "sweep.grid.max_model_len=[512]",
+        "workload.decode.input_len=64", "workload.decode.output_len=24",
+        output_root=out,
+    )
+    return out / "small" / "e2e", proc

@@ -1,0 +1,47 @@
+"""A real sweep: vLLM's CPU build inside Ray actors, checked through its Parquet files."""
+import pandas as pd
+import pytest
+
+pytestmark = pytest.mark.engine
+
+
+def test_engines_table_has_capacity(small_sweep):
+    run_dir, _ = small_sweep
+    engines = pd.read_parquet(run_dir / "engines.parquet")
+    assert len(engines) == 2
+    assert (engines.status == "ok").all()
+    assert (engines.kv_capacity_tokens > 0).all()
+    assert (engines.load_s > 0).all()
+    assert set(engines.vllm_version) == {__import__("vllm").__version__}
+
+
+def test_mtp_arm_has_drafts_and_acceptance_and_off_has_none(small_sweep):
+    run_dir, _ = small_sweep
+    trials = pd.read_parquet(run_dir / "trials.parquet")
+    assert len(trials) == 4 and (trials.status == "ok").all()
+    mtp = trials[trials.spec_method == "mtp"]
+    off = trials[trials.spec_method == "off"]
+    assert (mtp.spec_num_drafts > 0).all()
+    assert mtp.spec_acceptance_rate.notna().all()
+    assert (mtp.spec_mean_acceptance_length >= 1).all()
+    assert all(len(p) == 2 for p in mtp.spec_acceptance_per_position)
+    assert off.spec_num_drafts.fillna(0).eq(0).all()
+    assert off.spec_acceptance_rate.isna().all()
+
+
+def test_requests_have_timings(small_sweep):
+    run_dir, _ = small_sweep
+    requests = pd.read_parquet(run_dir / "requests.parquet")
+    trials = pd.read_parquet(run_dir / "trials.parquet")
+    assert len(requests) == int(trials.concurrency.sum())
+    assert (requests.ttft_s > 0).all()
+    assert (requests.output_tokens == 24).all()
+    assert (requests.e2e_s >= requests.ttft_s).all()
+
+
+def test_cli_prints_results_folder_and_summary(small_sweep):
+    run_dir, proc = small_sweep
+    assert f"results: {run_dir}" in proc.stdout
+    assert "total time:" in proc.stdout
+    assert (run_dir / "config.yaml").exists()
+    assert any((run_dir / "logs").glob("e-*.log"))
