@@ -32,6 +32,8 @@ class SweepInputs:
     cluster: dict
     tracking: dict
     execution: dict
+    # Explicit engine arms (sweep.arms), where a study's arms are not a full product.
+    arms: list | None = None
 
     @classmethod
     def from_config(cls, cfg: DictConfig) -> "SweepInputs":
@@ -44,7 +46,8 @@ class SweepInputs:
                    grid=c["sweep"].get("grid") or {}, engine_axes=c["sweep"].get("engine_axes") or {},
                    workloads=c.get("workload") or {}, spec_extra=c.get("spec") or {},
                    repeats=int(c["sweep"].get("repeats", 1)), cluster=c.get("cluster") or {},
-                   tracking=c.get("tracking") or {}, execution=c.get("execution") or {})
+                   tracking=c.get("tracking") or {}, execution=c.get("execution") or {},
+                   arms=c["sweep"].get("arms"))
 
 
 def _listify(value) -> list:
@@ -54,11 +57,12 @@ def _listify(value) -> list:
 def make_plan(inputs: SweepInputs, *, check_engine_args: bool = True) -> Plan:
     engine_args = dict(inputs.engine.get("args") or {})
     validate(grid=inputs.grid, model=inputs.model, workloads=inputs.workloads, engine_args=engine_args,
-             engine_axes=inputs.engine_axes, known_engine_args=engine_arg_names() if check_engine_args else None)
+             engine_axes=inputs.engine_axes, known_engine_args=engine_arg_names() if check_engine_args else None,
+             arms=inputs.arms)
     return build_plan(sweep_name=inputs.sweep_name, model=inputs.model["name"], grid=inputs.grid,
                       workloads=inputs.workloads, engine_args=engine_args, engine_axes=inputs.engine_axes,
                       spec_extra=inputs.spec_extra, repeats=inputs.repeats,
-                      tensor_parallel_size=int(inputs.engine.get("tensor_parallel_size") or 1))
+                      tensor_parallel_size=int(inputs.engine.get("tensor_parallel_size") or 1), arms=inputs.arms)
 
 
 def describe_plan(plan: Plan, *, done: set[str], parallel: int) -> str:
@@ -107,8 +111,11 @@ def start_ray(cluster: dict, *, device: str) -> int:
 
 def run_sweep(cfg: DictConfig, *, run_dir: Path) -> int:
     wall_start = time.perf_counter()
-    inputs = SweepInputs.from_config(cfg)
+    from runner.plan.presets import apply_preset
+
     try:
+        cfg = apply_preset(cfg)
+        inputs = SweepInputs.from_config(cfg)
         plan = make_plan(inputs)
     except PlanError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -52,6 +52,8 @@ class EngineRecord(EngineSettings):
     hostname: Optional[str] = None
     log_file: Optional[str] = None
     started_at: Optional[float] = None
+    # "async" (AsyncLLM, streamed) or "offline" (LLM.generate batches): part of the engine's identity.
+    api: Optional[str] = None
 
 
 @dataclass(kw_only=True)

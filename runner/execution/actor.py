@@ -13,7 +13,7 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Optional
 
-from runner.execution.engine import EngineHost, ModelSource
+from runner.execution.engine import EngineHost, ModelSource, host_class
 from runner.execution.failures import parse_startup_failure
 from runner.measurement import counters
 from runner.measurement.metrics import Slo
@@ -70,7 +70,7 @@ class EngineActor:
 
     async def start(self, *, engine: EngineConfig, model: ModelSource) -> StartResult:
         self.engine = engine
-        self.host = EngineHost(engine=engine, model=model)
+        self.host = host_class(getattr(engine, "api", "async"))(engine=engine, model=model)
         try:
             columns = await self.host.start()
             return StartResult(ok=True, columns=columns)
@@ -96,7 +96,7 @@ class EngineActor:
         t0 = time.perf_counter()
         try:
             results = await workload.run(TrialContext(engine=self.host, concurrency=trial.concurrency,
-                                                      repeat=trial.repeat, params=params))
+                                                      repeat=trial.repeat, params=params, api=trial.api))
         except Exception as exc:
             sampler.cancel()
             reason = f"{type(exc).__name__}: {exc}"[:600]

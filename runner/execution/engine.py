@@ -77,10 +77,16 @@ class EngineHost:
         load_s = time.perf_counter() - started
         if not self.vocab_size:
             self.vocab_size = self._llm.vllm_config.model_config.get_vocab_size()
-        return {"load_s": load_s, **self._capacity(), **await self._memory()}
+        return {"load_s": load_s, **self._capacity(), **await self._memory(), "api": "async"}
+
+    def _vllm_config(self):
+        return self._llm.vllm_config
+
+    async def _rpc(self, method: str):
+        return await self._llm.collective_rpc(method)
 
     def _capacity(self) -> dict:
-        vc = self._llm.vllm_config
+        vc = self._vllm_config()
         cache = vc.cache_config
         blocks = cache.num_gpu_blocks or 0
         tokens = blocks * cache.block_size
@@ -95,7 +101,7 @@ class EngineHost:
 
     async def _memory(self) -> dict:
         try:
-            reports = await self._llm.collective_rpc("runner_memory_report")
+            reports = await self._rpc("runner_memory_report")
         except Exception as exc:  # a figure we cannot read must not fail the engine
             return {"memory_source": f"unavailable: {type(exc).__name__}: {exc}"[:300]}
         first = reports[0] if reports else {}
@@ -130,10 +136,101 @@ class EngineHost:
     async def reset_prefix_cache(self) -> None:
         await self._llm.reset_prefix_cache()
 
+    def encode_text(self, text: str) -> list[int]:
+        """Text → token ids with the model's tokenizer (for text prompt sources), no special tokens."""
+        if getattr(self, "_tokenizer", None) is None:
+            from transformers import AutoTokenizer
+
+            self._tokenizer = AutoTokenizer.from_pretrained(self.model.tokenizer or self.model.path)
+        return list(self._tokenizer.encode(text, add_special_tokens=False))
+
+    async def generate_batch(self, **_) -> list[RequestResult]:
+        raise NotImplementedError("batches run on the offline host (workload param api: offline)")
+
     def shutdown(self) -> None:
         if self._llm is not None:
             self._llm.shutdown()
             self._llm = None
+
+
+class OfflineEngineHost(EngineHost):
+    """Owns one `LLM` (vLLM's offline API): a workload hands it a whole batch at once.
+
+    `api` is part of the engine's identity (one engine per process, and an actor
+    hosts either an AsyncLLM or an LLM); the plan gives offline trials their own engine.
+    """
+
+    async def start(self) -> dict:
+        from vllm import LLM
+
+        started = time.perf_counter()
+        self._llm = LLM(**engine_kwargs(engine=self.config, model=self.model))
+        load_s = time.perf_counter() - started
+        if not self.vocab_size:
+            self.vocab_size = self._vllm_config().model_config.get_vocab_size()
+        return {"load_s": load_s, **self._capacity(), **await self._memory(), "api": "offline"}
+
+    def _vllm_config(self):
+        return self._llm.llm_engine.vllm_config
+
+    async def _rpc(self, method: str):
+        return self._llm.collective_rpc(method)  # synchronous on LLM
+
+    async def stream(self, **_) -> RequestResult:
+        raise NotImplementedError("the offline host runs batches only (workload param api: async streams)")
+
+    async def generate_batch(self, *, prompts: list[list[int]], max_tokens: int, sessions: list[int],
+                             phase: str = "measured", ignore_eos: bool = True,
+                             seed: int = 0) -> list[RequestResult]:
+        """One `LLM.generate` over all prompts. No streaming: each request's timeline is its engine-side
+        first and last token times (the engine core's monotonic clock, the same clock as perf_counter on
+        Linux), measured from the batch's start; outside that window, the batch's end is used."""
+        import asyncio
+
+        from vllm import SamplingParams
+
+        params = SamplingParams(max_tokens=max_tokens, temperature=0.0, ignore_eos=ignore_eos, seed=seed)
+        inputs = [{"prompt_token_ids": p} for p in prompts]
+        sent_at = time.perf_counter()
+        # A worker thread keeps the actor's event loop (KV usage sampling) running during the batch.
+        outputs = await asyncio.to_thread(self._llm.generate, inputs, params, use_tqdm=False)
+        done_at = time.perf_counter()
+        results = []
+        for prompt, session, out in zip(prompts, sessions, outputs):
+            token_ids = list(out.outputs[0].token_ids)
+            results.append(RequestResult(
+                timeline=_batch_timeline(sent_at=sent_at, done_at=done_at, metrics=getattr(out, "metrics", None),
+                                         tokens=len(token_ids)),
+                prompt_tokens=len(prompt), output_token_ids=token_ids, session=session, phase=phase,
+                **_engine_side(out)))
+        return results
+
+    async def reset_prefix_cache(self) -> None:
+        self._llm.reset_prefix_cache()
+
+    def shutdown(self) -> None:
+        if self._llm is not None:
+            self._llm.llm_engine.engine_core.shutdown()  # LLM has no shutdown()
+            self._llm = None
+
+
+def _batch_timeline(*, sent_at: float, done_at: float, metrics, tokens: int) -> Timeline:
+    timeline = Timeline(sent_at=sent_at)
+    first = getattr(metrics, "first_token_ts", None) or done_at
+    last = getattr(metrics, "last_token_ts", None) or done_at
+    if not sent_at <= first <= last <= done_at + 1.0:
+        first = last = done_at
+    timeline.add_chunk(at=first, tokens=min(tokens, 1))
+    timeline.add_chunk(at=last, tokens=tokens - 1)
+    return timeline
+
+
+def host_class(api: str) -> type[EngineHost]:
+    hosts = {"async": EngineHost, "offline": OfflineEngineHost}
+    try:
+        return hosts[api]
+    except KeyError:
+        raise ValueError(f"unknown api {api!r}; valid: {', '.join(hosts)} (fix: workload.<name>.api=async)") from None
 
 
 def _engine_side(final) -> dict:

@@ -1,6 +1,7 @@
 """Grid expansion: a resolved config in, trials with stable ids out. Pure."""
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import itertools
 import json
@@ -31,6 +32,8 @@ class EngineConfig:
     # Resolved engine arguments for vLLM, except the model path (resolved at run time).
     engine_args: dict = field(hash=False, compare=False)
     spec_extra: dict = field(default_factory=dict, hash=False, compare=False)
+    # "async" (AsyncLLM) or "offline" (LLM): one engine per process, so the api is part of the identity.
+    api: str = "async"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -87,8 +90,55 @@ def spec_arms(*, methods: list[str], ks: list[int]) -> list[tuple[str, int]]:
     return arms
 
 
+def normalize_arms(arms) -> list[dict]:
+    """Explicit engine arms (`sweep.arms`): each a dict of engine-axis values that replace the grid's
+    values of those axes; axes an arm does not name keep the grid's values (still a product)."""
+    if arms is None:
+        return []
+    if not isinstance(arms, (list, tuple)):
+        raise PlanError(f"sweep.arms must be a list of dicts, got {arms!r} (fix: sweep.arms=[{{spec_method: 'off'}}])")
+    out = []
+    for i, arm in enumerate(arms):
+        if not isinstance(arm, dict) or not arm:
+            raise PlanError(f"sweep.arms[{i}] must be a non-empty dict of engine axes, got {arm!r} "
+                            f"(fix: sweep.arms=[{{spec_method: 'off', enable_prefix_caching: true}}])")
+        unknown = sorted(set(arm) - set(ENGINE_AXES))
+        if unknown:
+            raise PlanError(f"sweep.arms[{i}] names {unknown[0]!r}, not an engine axis; valid: "
+                            f"{', '.join(ENGINE_AXES)} (fix: remove it from sweep.arms[{i}])")
+        arm = dict(arm)
+        if "spec_method" in arm and (arm["spec_method"] is False or arm["spec_method"] is None):
+            arm["spec_method"] = "off"  # YAML reads a bare `off` as false
+        for name, value in arm.items():
+            if isinstance(value, (list, tuple, dict)):
+                raise PlanError(f"sweep.arms[{i}].{name} must be one value, got {value!r} "
+                                f"(fix: one arm per value)")
+        out.append(arm)
+    return out
+
+
 def expand_engines(*, model: str, grid: dict, engine_args: dict, engine_axes: dict,
-                   spec_extra: dict, tensor_parallel_size: int = 1) -> list[EngineConfig]:
+                   spec_extra: dict, tensor_parallel_size: int = 1, arms=None) -> list[EngineConfig]:
+    arms = normalize_arms(arms)
+    if not arms:
+        return _expand_grid(model=model, grid=grid, engine_args=engine_args, engine_axes=engine_axes,
+                            spec_extra=spec_extra, tensor_parallel_size=tensor_parallel_size)
+    engines: list[EngineConfig] = []
+    first_arm: dict[str, int] = {}
+    for i, arm in enumerate(arms):
+        arm_grid = {**grid, **{name: [value] for name, value in arm.items()}}
+        for engine in _expand_grid(model=model, grid=arm_grid, engine_args=engine_args, engine_axes=engine_axes,
+                                   spec_extra=spec_extra, tensor_parallel_size=tensor_parallel_size):
+            if engine.engine_id in first_arm:
+                raise PlanError(f"sweep.arms[{i}] and sweep.arms[{first_arm[engine.engine_id]}] give the same "
+                                f"engine (fix: remove one of them)")
+            first_arm[engine.engine_id] = i
+            engines.append(engine)
+    return engines
+
+
+def _expand_grid(*, model: str, grid: dict, engine_args: dict, engine_axes: dict,
+                 spec_extra: dict, tensor_parallel_size: int = 1) -> list[EngineConfig]:
     axes = {name: _as_list(grid[name], axis=name) for name in ENGINE_AXES if name in grid}
     for name, values in axes.items():
         _refuse_duplicates(values, axis=name)
@@ -146,6 +196,8 @@ def expand_trials(*, engines: list[EngineConfig], workloads: dict[str, dict], co
         for wname, wparams in workloads.items():
             wparams = dict(wparams)
             api = wparams.pop("api", "async")
+            if api != engine.api:
+                continue
             levels = _as_list(wparams.pop("concurrency", concurrency), axis=f"workload.{wname}.concurrency")
             repeats_here = int(wparams.pop("repeats", repeats))
             for point in expand_workload_points(name=wname, params=wparams):
@@ -162,13 +214,29 @@ def expand_trials(*, engines: list[EngineConfig], workloads: dict[str, dict], co
     return trials
 
 
+def with_api(engine: EngineConfig, api: str) -> EngineConfig:
+    """The same engine settings under another API; async engines keep their ids."""
+    if api == engine.api:
+        return engine
+    engine_id = "e-" + stable_hash({"settings": asdict(engine.settings), "spec_extra": engine.spec_extra,
+                                    "api": api})
+    return dataclasses.replace(engine, engine_id=engine_id, api=api)
+
+
+def workload_apis(workloads: dict[str, dict]) -> list[str]:
+    """The APIs the workloads ask for, async first (each gets its own engines)."""
+    apis = {str((w or {}).get("api", "async")) for w in workloads.values()}
+    return sorted(apis, key=lambda a: (a != "async", a))
+
+
 def build_plan(*, sweep_name: str, model: str, grid: dict, workloads: dict[str, dict],
                engine_args: dict, engine_axes: dict | None = None, spec_extra: dict | None = None,
-               repeats: int = 1, tensor_parallel_size: int = 1) -> Plan:
+               repeats: int = 1, tensor_parallel_size: int = 1, arms=None) -> Plan:
     engines = expand_engines(model=model, grid=grid, engine_args=engine_args, engine_axes=engine_axes or {},
-                             spec_extra=spec_extra or {}, tensor_parallel_size=tensor_parallel_size)
+                             spec_extra=spec_extra or {}, tensor_parallel_size=tensor_parallel_size, arms=arms)
     if not workloads:
         raise PlanError("the sweep names no workload (fix: sweep.workloads=[decode])")
+    engines = [with_api(e, api) for api in workload_apis(workloads) for e in engines]
     trials = expand_trials(engines=engines, workloads=workloads, concurrency=grid.get("concurrency", [1]),
                            repeats=repeats)
     return Plan(sweep=sweep_name, engines=engines, trials=trials)

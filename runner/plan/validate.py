@@ -93,6 +93,10 @@ def check_workloads(*, workloads: dict, grid: dict) -> list[str]:
             continue
         cls = WORKLOADS[name]
         raw = dict(raw or {})
+        api = raw.get("api", "async")
+        if api not in cls.apis:
+            errors.append(f"workload {name!r} cannot use api={api!r}; valid: {', '.join(cls.apis)} "
+                          f"(fix: workload.{name}.api={cls.apis[0]})")
         for key in ("api", "concurrency", "repeats"):
             raw.pop(key, None)
         try:
@@ -145,8 +149,22 @@ def check_engine_args(*, args: Iterable[str], known: Optional[set[str]], where: 
     return errors
 
 
+def grid_with_arms(*, grid: dict, arms) -> dict:
+    """The grid's values of each engine axis plus those the explicit arms (sweep.arms) name, for the
+    per-value checks; raises PlanError for malformed arms."""
+    from runner.plan.grid import normalize_arms
+
+    merged = {k: list(v) if isinstance(v, (list, tuple)) else v for k, v in grid.items()}
+    for arm in normalize_arms(arms):
+        for name, value in arm.items():
+            values = _values(merged, name)
+            merged[name] = values + ([value] if value not in values else [])
+    return merged
+
+
 def validate(*, grid: dict, model: dict, workloads: dict, engine_args: dict, engine_axes: dict,
-             known_engine_args: Optional[set[str]]) -> None:
+             known_engine_args: Optional[set[str]], arms=None) -> None:
+    grid = grid_with_arms(grid=grid, arms=arms) if arms else grid
     errors = check_grid(grid) + check_model(model) + check_max_len(grid=grid, model=model)
     errors += check_workloads(workloads=workloads, grid=grid) if workloads else [
         "the sweep names no workload (fix: workload=[decode])"]

@@ -3,8 +3,14 @@ from __future__ import annotations
 
 from runner.measurement.workloads.base import Workload
 from runner.measurement.workloads.decode import Decode
+from runner.measurement.workloads.fixed_task import FixedTask
+from runner.measurement.workloads.long_context import LongContext
+from runner.measurement.workloads.multi_turn import MultiTurn
+from runner.measurement.workloads.second_request import SecondRequest
+from runner.measurement.workloads.shared_prefix import SharedPrefix
 
-WORKLOADS: dict[str, type[Workload]] = {w.name: w for w in [Decode]}
+WORKLOADS: dict[str, type[Workload]] = {
+    w.name: w for w in [Decode, SharedPrefix, SecondRequest, MultiTurn, LongContext, FixedTask]}
 
 
 def workload_class(name: str) -> type[Workload]:

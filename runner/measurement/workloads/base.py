@@ -38,12 +38,23 @@ class Engine(Protocol):
 
     async def reset_prefix_cache(self) -> None: ...
 
+    def encode_text(self, text: str) -> list[int]: ...
+
+    async def generate_batch(self, *, prompts: list[list[int]], max_tokens: int, sessions: list[int],
+                             phase: str = "measured", ignore_eos: bool = True,
+                             seed: int = 0) -> list[RequestResult]: ...
+
 
 @dataclass(kw_only=True)
 class WorkloadParams:
     """Common params; each workload subclasses with its own fields and defaults."""
 
     seed: int = 0
+    # Where prompt tokens come from (see runner.measurement.prompts): synthetic | corpus | jsonl.
+    prompt_source: str = "synthetic"
+    prompt_file: Optional[str] = None
+    # Integer fields that may be 0 (all others must be ≥ 1).
+    zero_allowed: ClassVar[tuple[str, ...]] = ("seed",)
 
     def max_sequence_tokens(self) -> int:
         """The longest prompt + output any request of this workload may need."""
@@ -54,8 +65,14 @@ class WorkloadParams:
         errors = []
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
-            if f.name != "seed" and isinstance(value, int) and not isinstance(value, bool) and value < 1:
-                errors.append(f"{f.name}={value} must be ≥ 1")
+            if isinstance(value, int) and not isinstance(value, bool):
+                if f.name in self.zero_allowed and value < 0:
+                    errors.append(f"{f.name}={value} must be ≥ 0")
+                elif f.name not in self.zero_allowed and value < 1:
+                    errors.append(f"{f.name}={value} must be ≥ 1")
+        from runner.measurement.prompts import check_prompt_source
+
+        errors.extend(check_prompt_source(source=self.prompt_source, prompt_file=self.prompt_file))
         return errors
 
     def measured_phases(self) -> tuple[str, ...]:
@@ -69,6 +86,8 @@ class TrialContext:
     concurrency: int
     repeat: int
     params: WorkloadParams
+    # "async": requests streamed through AsyncLLM; "offline": one LLM.generate batch.
+    api: str = "async"
 
     @property
     def seed(self) -> int:
@@ -80,6 +99,8 @@ class Workload:
     name: ClassVar[str]
     params_type: ClassVar[type[WorkloadParams]]
     description: ClassVar[str] = ""
+    # The engine APIs this workload can drive (a workload's `api` param picks one).
+    apis: ClassVar[tuple[str, ...]] = ("async",)
 
     @classmethod
     def parse_params(cls, raw: dict[str, Any]) -> WorkloadParams:

@@ -1,10 +1,15 @@
-"""Cold-prompt decode: N concurrent sessions, each a fresh random prompt."""
+"""Cold-prompt decode: N concurrent sessions, each a fresh prompt.
+
+`api: async` streams each request through AsyncLLM (client-side timings, one
+client per session); `api: offline` hands all N × requests_per_session prompts
+to one `LLM.generate` call (throughput without client scheduling).
+"""
 from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
 
-from runner.measurement.prompts import derived_seed, random_token_ids
+from runner.measurement.prompts import derived_seed, prompt_maker
 from runner.measurement.workloads.base import RequestResult, TrialContext, Workload, WorkloadParams
 
 
@@ -21,18 +26,29 @@ class DecodeParams(WorkloadParams):
 class Decode(Workload):
     name = "decode"
     params_type = DecodeParams
-    description = "cold prompts of input_len random tokens, output_len tokens each, N sessions at once"
+    description = "cold prompts of input_len tokens, output_len tokens each, N sessions at once"
+    apis = ("async", "offline")
 
     async def run(self, ctx: TrialContext) -> list[RequestResult]:
         p: DecodeParams = ctx.params  # type: ignore[assignment]
         engine = ctx.engine
+        maker = prompt_maker(p, engine)
+
+        def prompt(s: int, turn: int) -> list[int]:
+            return maker.tokens(length=p.input_len, seed=derived_seed(base=ctx.seed, session=s, turn=turn))
+
+        if ctx.api == "offline":
+            keys = [(s, turn) for s in range(ctx.concurrency) for turn in range(p.requests_per_session)]
+            results = await engine.generate_batch(prompts=[prompt(s, t) for s, t in keys], max_tokens=p.output_len,
+                                                  sessions=[s for s, _ in keys])
+            for r, (_, turn) in zip(results, keys):
+                r.turn = turn
+            return results
 
         async def session(s: int) -> list[RequestResult]:
             results = []
             for turn in range(p.requests_per_session):
-                prompt = random_token_ids(length=p.input_len, seed=derived_seed(base=ctx.seed, session=s, turn=turn),
-                                          low=engine.first_token_id, high=engine.vocab_size)
-                results.append(await engine.stream(prompt_token_ids=prompt, max_tokens=p.output_len,
+                results.append(await engine.stream(prompt_token_ids=prompt(s, turn), max_tokens=p.output_len,
                                                    session=s, turn=turn))
             return results
 

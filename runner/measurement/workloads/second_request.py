@@ -1,0 +1,45 @@
+"""The same prompt sent twice, one after the other: TTFT cold vs repeat (the cache-hit figure).
+
+Each of the N sessions (= concurrency) has its own prompt; all sessions send
+their cold request at once, then, once all are done, their repeat. The trial's
+latency columns summarise the repeats (`measured_phases`); the cold requests
+are in the requests table with phase "cold".
+"""
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+from runner.measurement.prompts import derived_seed, prompt_maker
+from runner.measurement.workloads.base import RequestResult, TrialContext, Workload, WorkloadParams
+
+
+@dataclass(kw_only=True)
+class SecondRequestParams(WorkloadParams):
+    input_len: int = 4096
+    output_len: int = 32
+
+    def max_sequence_tokens(self) -> int:
+        return self.input_len + self.output_len
+
+    def measured_phases(self) -> tuple[str, ...]:
+        return ("repeat",)
+
+
+class SecondRequest(Workload):
+    name = "second_request"
+    params_type = SecondRequestParams
+    description = "each session's prompt twice: cold, then repeat (a prefix-cache hit where caching is on)"
+
+    async def run(self, ctx: TrialContext) -> list[RequestResult]:
+        p: SecondRequestParams = ctx.params  # type: ignore[assignment]
+        engine = ctx.engine
+        maker = prompt_maker(p, engine)
+        prompts = [maker.tokens(length=p.input_len, seed=derived_seed(base=ctx.seed, session=s))
+                   for s in range(ctx.concurrency)]
+        results: list[RequestResult] = []
+        for turn, phase in enumerate(("cold", "repeat")):
+            results.extend(await asyncio.gather(*(
+                engine.stream(prompt_token_ids=prompt, max_tokens=p.output_len, session=s, turn=turn, phase=phase)
+                for s, prompt in enumerate(prompts))))
+        return results

@@ -1,0 +1,47 @@
+"""Single turn, S sessions (= concurrency) sharing a prefix of P tokens, each with its own suffix.
+
+The figure is TTFT per session: with prefix caching the sessions after the first
+reuse the prefix's KV blocks (only full blocks are cached), without it each
+re-prefills P tokens. `warm_prefix` sends the prefix once before the sessions
+(phase "warmup"), so that every measured session can hit the cache.
+"""
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+from runner.measurement.prompts import derived_seed, prompt_maker
+from runner.measurement.workloads.base import RequestResult, TrialContext, Workload, WorkloadParams
+
+
+@dataclass(kw_only=True)
+class SharedPrefixParams(WorkloadParams):
+    prefix_len: int = 4096
+    suffix_len: int = 128
+    output_len: int = 32
+    warm_prefix: bool = False
+
+    def max_sequence_tokens(self) -> int:
+        return self.prefix_len + self.suffix_len + self.output_len
+
+
+class SharedPrefix(Workload):
+    name = "shared_prefix"
+    params_type = SharedPrefixParams
+    description = "S sessions at once, a shared prefix of prefix_len tokens + a unique suffix each; TTFT per session"
+
+    async def run(self, ctx: TrialContext) -> list[RequestResult]:
+        p: SharedPrefixParams = ctx.params  # type: ignore[assignment]
+        engine = ctx.engine
+        maker = prompt_maker(p, engine)
+        prefix = maker.tokens(length=p.prefix_len, seed=derived_seed(base=ctx.seed, salt="prefix"))
+        results: list[RequestResult] = []
+        if p.warm_prefix:
+            results.append(await engine.stream(prompt_token_ids=prefix, max_tokens=1, session=-1, phase="warmup"))
+
+        async def session(s: int) -> RequestResult:
+            suffix = maker.tokens(length=p.suffix_len, seed=derived_seed(base=ctx.seed, session=s, salt="suffix"))
+            return await engine.stream(prompt_token_ids=prefix + suffix, max_tokens=p.output_len, session=s)
+
+        results.extend(await asyncio.gather(*(session(s) for s in range(ctx.concurrency))))
+        return results

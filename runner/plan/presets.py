@@ -1,0 +1,36 @@
+"""Named presets inside a sweep file: `sweep.preset=cpu` merges `sweep.presets.cpu` into the config.
+
+A preset holds config in the root's shape (`sweep: {grid: ...}`, `workload: {...}`,
+`engine: {...}`); lists replace lists. It lets one study file carry both its full
+size and a scaled-down size for the embedded model on CPU, chosen by one override.
+"""
+from __future__ import annotations
+
+from omegaconf import DictConfig, OmegaConf
+
+from runner.plan.grid import PlanError
+
+
+def apply_preset(cfg: DictConfig) -> DictConfig:
+    sweep = cfg.get("sweep") or {}
+    name = sweep.get("preset")
+    if not name:
+        return cfg
+    presets = sweep.get("presets") or {}
+    if name not in presets:
+        valid = ", ".join(sorted(presets)) or "none"
+        raise PlanError(f"sweep {sweep.get('name')!r} has no preset {name!r}; valid: {valid} "
+                        f"(fix: sweep.preset={sorted(presets)[0] if presets else 'null'})")
+    overlay = OmegaConf.to_container(presets[name], resolve=False)
+    unknown = sorted(set(overlay) - set(cfg))
+    if unknown:
+        raise PlanError(f"sweep.presets.{name} sets {unknown[0]!r}, which the config does not have "
+                        f"(fix: put it under sweep, workload, engine or model)")
+    selected = set(cfg.get("workload") or {})
+    extra = sorted(set(overlay.get("workload") or {}) - selected)
+    if extra:
+        # A preset scales the chosen workloads; it must not add one the sweep did not pick.
+        overlay["workload"] = {k: v for k, v in overlay["workload"].items() if k in selected}
+    base = cfg.copy()
+    OmegaConf.set_struct(base, False)  # a preset may set workload params the defaults leave out
+    return OmegaConf.merge(base, overlay)
