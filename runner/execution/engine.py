@@ -89,12 +89,17 @@ class EngineHost:
         vc = self._vllm_config()
         cache = vc.cache_config
         blocks = cache.num_gpu_blocks or 0
-        tokens = blocks * cache.block_size
+        # vLLM's own group-aware figures where it has them: with an MTP layer the KV cache has more than
+        # one group, and blocks × block size over-counts the tokens it can hold.
+        tokens = getattr(cache, "kv_cache_size_tokens", None) or blocks * cache.block_size
+        concurrency = getattr(cache, "kv_cache_max_concurrency", None)
+        if concurrency is None and self.max_model_len:
+            concurrency = tokens / self.max_model_len
         return {
             "kv_capacity_tokens": tokens,
             "num_kv_blocks": blocks,
             "block_size": cache.block_size,
-            "max_concurrency_at_max_len": tokens / self.max_model_len if self.max_model_len else None,
+            "max_concurrency_at_max_len": concurrency,
             "vllm_version": vllm_version(),
             "hostname": socket.gethostname(),
         }
