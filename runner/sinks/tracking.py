@@ -1,6 +1,7 @@
 """Experiment tracking sinks. Parquet is the record; a tracker failure never loses or blocks results."""
 from __future__ import annotations
 
+import importlib.util
 import sys
 from pathlib import Path
 
@@ -17,12 +18,11 @@ class NullTracker:
 
 
 def open_tracker(*, tracking: dict, keys, run_dir: Path, plan):
-    if not tracking.get("enabled"):
+    if not tracking.get("enabled") or tracking.get("mode") == "disabled":
         return NullTracker()
-    try:
-        from runner.sinks.wandb_sink import WandbTracker
+    if importlib.util.find_spec("wandb") is None:  # W&B is optional: Parquet stays the record
+        print("warning: W&B tracking off (wandb is not installed; tracking=none silences this)", file=sys.stderr)
+        return NullTracker()
+    from runner.sinks.wandb_sink import WandbTracker
 
-        return WandbTracker(tracking=tracking, keys=keys, run_dir=run_dir, plan=plan)
-    except Exception as exc:  # W&B is optional: Parquet stays the record
-        print(f"warning: W&B tracking off ({type(exc).__name__}: {exc})", file=sys.stderr)
-        return NullTracker()
+    return WandbTracker(tracking=tracking, keys=keys, run_dir=run_dir, plan=plan)

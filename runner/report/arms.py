@@ -1,0 +1,156 @@
+"""Arms (configurations under comparison) and workload points (where they are compared).
+
+An arm is everything about the engine that the sweep varied: spec method and
+draft count always show; prefix caching, memory budget, max length, engine
+arguments, API and model show only when they differ between arms; the source
+folder shows only when the same configuration appears in more than one folder.
+A workload point is (workload, params, concurrency); repeats of one arm at one
+point are pooled.
+"""
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+
+ARM_FIELDS = ("model", "spec_method", "num_speculative_tokens", "enable_prefix_caching", "gpu_memory_utilization",
+              "max_model_len", "tensor_parallel_size", "engine_args_json", "api")
+POINT_FIELDS = ("workload", "workload_params_json", "concurrency")
+CONCURRENCY = "concurrency"
+
+
+def spec_label(method: str, k) -> str:
+    return "off" if method in (None, "off") else f"{method}:{int(k)}"
+
+
+def draft_count(method: str, k) -> int:
+    return 0 if method in (None, "off") else int(k)
+
+
+def _engine_args(text) -> dict:
+    try:
+        return json.loads(text or "{}")
+    except (TypeError, ValueError):
+        return {}
+
+
+def _fill_engine_api(engines: pd.DataFrame, trials: pd.DataFrame) -> pd.DataFrame:
+    """Older engine rows have no api; take it from their trials (the default API otherwise)."""
+    engines = engines.copy()
+    if "api" not in engines.columns:
+        engines["api"] = None
+    if len(trials):
+        by_engine = trials.drop_duplicates(["source", "engine_id"]).set_index(["source", "engine_id"]).api
+        fill = [by_engine.get((s, e)) for s, e in zip(engines.source, engines.engine_id)]
+        engines["api"] = [a if isinstance(a, str) else f for a, f in zip(engines.api, fill)]
+    engines["api"] = engines.api.where(engines.api.notna(), "async")
+    return engines
+
+
+def _setting_parts(row: dict, varying: set[str], varying_args: set[str]) -> list[str]:
+    """The label of everything but the spec method and draft count."""
+    parts = []
+    if "model" in varying:
+        parts.append(str(row["model"]))
+    if "enable_prefix_caching" in varying:
+        parts.append("pc" if row["enable_prefix_caching"] else "no-pc")
+    if "gpu_memory_utilization" in varying:
+        parts.append(f"gmu={row['gpu_memory_utilization']:g}")
+    if "max_model_len" in varying:
+        parts.append(f"len={int(row['max_model_len'])}")
+    if "tensor_parallel_size" in varying:
+        parts.append(f"tp={int(row['tensor_parallel_size'])}")
+    if "api" in varying:
+        parts.append(str(row["api"]))
+    args = _engine_args(row["engine_args_json"])
+    parts.extend(f"{key}={args.get(key)}" for key in sorted(varying_args))
+    return parts
+
+
+def _arm_table(rows: pd.DataFrame) -> pd.DataFrame:
+    """One row per distinct (source, arm fields), with its label and sort order."""
+    arms = rows[["source", *ARM_FIELDS]].drop_duplicates().reset_index(drop=True)
+    arms["spec_method"] = arms.spec_method.fillna("off")
+    varying = {f for f in ARM_FIELDS if f not in ("spec_method", "num_speculative_tokens", "engine_args_json")
+               and arms[f].astype(str).nunique() > 1}
+    parsed = [_engine_args(t) for t in arms.engine_args_json]
+    keys = set().union(*parsed) if parsed else set()
+    varying_args = {k for k in keys if len({json.dumps(a.get(k), sort_keys=True) for a in parsed}) > 1}
+    settings = [" ".join(_setting_parts(r, varying, varying_args)) for r in arms.to_dict("records")]
+    specs = [spec_label(m, k) for m, k in zip(arms.spec_method, arms.num_speculative_tokens)]
+    arms["arm"] = [f"{spec} {rest}".strip() for spec, rest in zip(specs, settings)]
+    # Arms that differ only in spec method and k form a family: the candidates for "best draft count".
+    arms["family"] = settings
+    if (arms.groupby("arm").source.nunique() > 1).any():
+        arms["arm"] = [f"{a} @{s}" for a, s in zip(arms.arm, arms.source)]
+        arms["family"] = [f"{f} @{s}".strip() for f, s in zip(arms.family, arms.source)]
+    arms["k"] = [draft_count(m, k) for m, k in zip(arms.spec_method, arms.num_speculative_tokens)]
+    source_order = {s: i for i, s in enumerate(dict.fromkeys(rows.source))}
+    arms["arm_order"] = list(zip(arms.source.map(source_order), arms.model.astype(str), arms.spec_method != "off",
+                                 arms.spec_method, arms.k, ~arms.enable_prefix_caching.astype(bool),
+                                 arms.gpu_memory_utilization, arms.max_model_len, arms.engine_args_json,
+                                 arms.api.astype(str)))
+    order = sorted(arms.arm_order.unique())
+    arms["arm_order"] = arms.arm_order.map({o: i for i, o in enumerate(order)})
+    return arms
+
+
+def _row_keys(frame: pd.DataFrame, columns: list[str]) -> list[str]:
+    return ["|".join(map(str, row)) for row in frame[columns].itertuples(index=False)]
+
+
+def add_arms(engines: pd.DataFrame, trials: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Adds arm, family, k (0 for off) and arm_order to both tables, labelled consistently across them."""
+    engines = _fill_engine_api(engines, trials)
+    if not len(engines) and not len(trials):
+        empty = dict(arm=[], k=[], arm_order=[], family=[])
+        return engines.assign(**empty), trials.assign(**empty)
+    both = pd.concat([engines[["source", *ARM_FIELDS]], trials[["source", *ARM_FIELDS]]], ignore_index=True)
+    both["spec_method"] = both.spec_method.fillna("off")
+    arms = _arm_table(both)
+    key = ["source", *ARM_FIELDS]
+
+    def attach(frame: pd.DataFrame) -> pd.DataFrame:
+        frame = frame.copy()
+        frame["spec_method"] = frame.spec_method.fillna("off")
+        frame["_key"] = _row_keys(frame, key)
+        table = arms.assign(_key=_row_keys(arms, key)).set_index("_key")
+        for column in ("arm", "k", "arm_order", "family"):
+            frame[column] = frame._key.map(table[column])
+        return frame.drop(columns="_key")
+
+    return attach(engines), attach(trials)
+
+
+def workload_params(trials: pd.DataFrame) -> pd.DataFrame:
+    """The workload params of each trial as columns (one per param name)."""
+    parsed = [json.loads(p or "{}") for p in trials.workload_params_json]
+    return pd.DataFrame(parsed, index=trials.index)
+
+
+def point_axes(trials_of_workload: pd.DataFrame) -> list[str]:
+    """The axes of one workload: params that vary between its trials, then concurrency if it varies."""
+    params = workload_params(trials_of_workload)
+    axes = [c for c in params.columns if params[c].astype(str).nunique() > 1]
+    if trials_of_workload[CONCURRENCY].nunique() > 1:
+        axes.append(CONCURRENCY)
+    return axes
+
+
+def fixed_params(trials_of_workload: pd.DataFrame) -> dict:
+    params = workload_params(trials_of_workload)
+    return {c: params[c].iloc[0] for c in params.columns if params[c].astype(str).nunique() == 1}
+
+
+def axis_short(axis: str) -> str:
+    return "c" if axis == CONCURRENCY else axis
+
+
+def point_coords(row: dict) -> dict:
+    """A point's coordinates: its params plus concurrency."""
+    return {**json.loads(row["workload_params_json"] or "{}"), CONCURRENCY: int(row[CONCURRENCY])}
+
+
+def describe_point(coords: dict, axes: list[str]) -> str:
+    shown = [a for a in axes if a in coords]
+    return ", ".join(f"{axis_short(a)}={coords[a]}" for a in shown) or "all"

@@ -1,0 +1,248 @@
+"""The report: analyse persisted Parquet (pure), then write report.md and PNGs and print the headline tables."""
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from runner.report import flags, plots, verdict
+from runner.report.arms import add_arms, describe_point, fixed_params, point_axes, point_coords
+from runner.report.load import Results, load_results
+from runner.report.metrics import DECIDING_METRICS, deciding_metric, point_table, sample_values
+from runner.report.render import md_table, percent, section
+
+
+@dataclass(kw_only=True)
+class Analysis:
+    """Every table the report shows, computed from the three Parquet tables alone."""
+
+    results: Results
+    engines: pd.DataFrame
+    trials: pd.DataFrame
+    points: pd.DataFrame
+    outcomes: pd.DataFrame
+    verdict: pd.DataFrame
+    crossovers: pd.DataFrame
+    draft_choices: pd.DataFrame
+    draft_summary: pd.DataFrame
+    capacity: pd.DataFrame
+    divergence: pd.DataFrame
+    failures: pd.DataFrame
+    bandwidth: pd.DataFrame
+
+
+@dataclass(kw_only=True)
+class Report:
+    path: Path
+    plots: list[Path] = field(default_factory=list)
+    analysis: Analysis | None = None
+
+
+def analyse(results: Results, *, bandwidth: float | None = None) -> Analysis:
+    engines, trials = add_arms(results.engines, results.trials)
+    requests = results.requests
+    points = point_table(trials, sample_values(trials, requests))
+    capacity = flags.capacity_flags(trials, requests, engines)
+    outcomes = verdict.point_outcomes(points, walled=flags.walled_points(capacity))
+    divergence = flags.divergence_flags(trials, requests)
+    choices = verdict.draft_count_choices(points)
+    return Analysis(
+        results=results, engines=engines, trials=trials, points=points, outcomes=outcomes,
+        verdict=verdict.verdict_table(outcomes, trials, capacity=capacity, divergence=divergence),
+        crossovers=verdict.crossovers(outcomes, trials), draft_choices=choices,
+        draft_summary=verdict.draft_count_summary(choices, trials), capacity=capacity, divergence=divergence,
+        failures=flags.failures(engines, trials),
+        bandwidth=flags.bandwidth_shares(points, engines, bandwidth_override=bandwidth))
+
+
+def _point_text(frame: pd.DataFrame, trials: pd.DataFrame) -> list[str]:
+    axes_of = {w: point_axes(trials[trials.workload == w]) for w in frame.workload.unique()}
+    return [describe_point(point_coords(r), axes_of[r["workload"]]) for r in frame.to_dict("records")]
+
+
+def _sources_section(a: Analysis) -> str:
+    rows = []
+    for source in a.results.sources:
+        t = a.trials[a.trials.source == source]
+        e = a.engines[a.engines.source == source]
+        rows.append({"folder": source, "sweep": ", ".join(map(str, t.sweep.unique())) or "–",
+                     "run": ", ".join(map(str, t.run_id.unique())) or "–",
+                     "trials ok/failed": f"{int((t.status == 'ok').sum())}/{int((t.status != 'ok').sum())}",
+                     "engines ok/failed": f"{int((e.status == 'ok').sum())}/{int((e.status != 'ok').sum())}",
+                     "device": ", ".join(map(str, e.device_name.dropna().unique())) or "–",
+                     "vLLM": ", ".join(map(str, e.vllm_version.dropna().unique())) or "–"})
+    return section("Sources", md_table(pd.DataFrame(rows)))
+
+
+def _metrics_section(a: Analysis) -> str:
+    used = list(dict.fromkeys(a.trials.workload)) if len(a.trials) else []
+    rows = [{"workload": w, "decided by": deciding_metric(w).heading
+             + (f"; requests: {deciding_metric(w).requests.description}" if deciding_metric(w).requests else "")
+             + ("" if w in DECIDING_METRICS else " (default for workloads not listed)")} for w in used]
+    return section("What decides each workload", md_table(pd.DataFrame(rows)),
+                   "Values are medians over repeats; \"by how much\" is the ratio of medians to the runner-up. "
+                   "Within 1% is a tie. At a point where any arm is at the KV capacity wall the outcome is "
+                   "\"neither: KV capacity limit\".")
+
+
+def _detail_section(a: Analysis) -> str:
+    blocks = []
+    for workload in dict.fromkeys(a.points.workload):
+        metric = deciding_metric(workload)
+        mine = a.points[a.points.workload == workload].copy()
+        mine["point"] = _point_text(mine, a.trials)
+        mine["cell"] = [f"{metric.display(m)} (n={n})" if n else f"failed ({f})"
+                        for m, n, f in zip(mine["median"], mine.n, mine.n_failed)]
+        order = mine.sort_values("arm_order").arm.unique()
+        table = mine.pivot_table(index="point", columns="arm", values="cell", aggfunc="first", sort=False)
+        table = table[[c for c in order if c in table.columns]].reset_index()
+        outcome = a.outcomes[a.outcomes.workload == workload].copy()
+        outcome["point"] = _point_text(outcome, a.trials)
+        table = table.merge(outcome[["point", "outcome"]], on="point", how="left")
+        fixed = fixed_params(a.trials[a.trials.workload == workload])
+        fixed_text = ", ".join(f"{k}={v}" for k, v in fixed.items())
+        blocks.append(f"### {workload}\n\n{metric.heading}; fixed: {fixed_text or '–'}\n\n{md_table(table)}")
+    return section("Per workload", *blocks) if blocks else ""
+
+
+def _engines_section(a: Analysis) -> str:
+    e = a.engines.sort_values("arm_order")
+    if not len(e):
+        return ""
+    table = pd.DataFrame({
+        "arm": e.arm, "status": e.status, "KV tokens": e.kv_capacity_tokens, "KV blocks": e.num_kv_blocks,
+        "block": e.block_size, "max conc. at max len": e.max_concurrency_at_max_len,
+        "weights GiB": e.weights_gib, "KV GiB": e.kv_budget_gib, "load s": e.load_s, "memory source": e.memory_source})
+    return section("Engines: memory and KV capacity", md_table(table))
+
+
+def _capacity_section(a: Analysis) -> str:
+    c = a.capacity
+    if not len(c):
+        return section("Capacity-wall flags", f"None: no trial's live KV demand (sessions × context) reached "
+                                              f"{flags.CAPACITY_WALL_SHARE:.0%} of its engine's KV pool, and no "
+                                              f"preemptions.")
+    table = pd.DataFrame({"workload": c.workload, "point": _point_text(c, a.trials), "repeat": c.repeat,
+                          "arm": c.arm, "live KV demand": c.demand_tokens, "KV pool": c.pool_tokens,
+                          "demand/pool": [percent(v) for v in c.demand_share], "preemptions": c.num_preemptions,
+                          "KV peak": [percent(v) for v in c.kv_usage_peak], "why": c.why})
+    return section("Capacity-wall flags", "These points measure the KV pool, not the configuration: the verdict "
+                   "calls them \"neither: KV capacity limit\".", md_table(table))
+
+
+def _divergence_section(a: Analysis) -> str:
+    d = a.divergence
+    if not len(d):
+        return section("Output divergence", "None: at every point, arms generated the same tokens as the reference "
+                                            "arm (trial output hashes equal).")
+    table = pd.DataFrame({"workload": d.workload, "point": _point_text(d, a.trials), "repeat": d.repeat,
+                          "arm": d.arm, "reference": d.reference,
+                          "requests differing": [f"{x}/{y}" for x, y in zip(d.requests_differing, d.requests_compared)]})
+    return section("Output divergence", "These arms generated different tokens from the reference at the same "
+                   "point (greedy decoding): their speed is not a like-for-like comparison.", md_table(table))
+
+
+def _failures_section(a: Analysis) -> str:
+    if not len(a.failures):
+        return section("Failed configurations", "None.")
+    return section("Failed configurations", "A configuration that did not start is a result: its reason is below.",
+                   md_table(a.failures))
+
+
+def _bandwidth_section(a: Analysis) -> str:
+    b = a.bandwidth
+    if not len(b):
+        return ""
+    known = b[b.bound_tok_s.notna()]
+    if not len(known):
+        devices = ", ".join(map(str, b.device.dropna().unique())) or "unknown"
+        return section("Decode against the memory-bandwidth bound",
+                       f"Device bandwidth not known for: {devices} (known: "
+                       f"{', '.join(p for p, _ in flags.KNOWN_BANDWIDTH)}; fix: --bandwidth-tbs=<TB/s>).")
+    table = pd.DataFrame({"workload": known.workload, "point": _point_text(known, a.trials), "arm": known.arm,
+                          "device": known.device, "TB/s": known.bandwidth_tb_s, "weights GiB": known.weights_gib,
+                          "tok/s/session": known.tok_s, "bound tok/s": known.bound_tok_s,
+                          "share": [percent(v) for v in known.share]})
+    return section("Decode against the memory-bandwidth bound",
+                   "Bound = bandwidth / weight bytes (every decode step reads all weights once). Speculative "
+                   "decoding emits several tokens per read, so its share can pass 100%.", md_table(table))
+
+
+def _draft_section(a: Analysis) -> str:
+    if not len(a.draft_summary):
+        return section("Best draft count", "No speculative arms in these results.")
+    detail = a.draft_choices.copy()
+    detail["point"] = _point_text(detail, a.trials)
+    detail_table = detail[["workload", "method", "point", "best_k", "scores"]].rename(
+        columns={"best_k": "best k", "scores": "robust scores (median ∓ 1.4826·MAD)"})
+    return section("Best draft count",
+                   f"Score = median − 1.4826·MAD (TTFT: median + 1.4826·MAD); scores within 1% tie and the smaller k "
+                   f"wins; k=0 is spec off. Fewer than {verdict.MIN_REPEATS} repeats is named, not hidden.",
+                   md_table(a.draft_summary), md_table(detail_table))
+
+
+def render_markdown(a: Analysis, *, plot_files: list[Path]) -> str:
+    title = "# Sweep report: " + ", ".join(a.results.sources)
+    parts = [title, _sources_section(a), section("Verdict", md_table(a.verdict)), _metrics_section(a),
+             section("Crossovers", md_table(a.crossovers) if len(a.crossovers) else
+                     "None: the outcome does not change along any axis."),
+             _draft_section(a), _capacity_section(a), _divergence_section(a), _failures_section(a),
+             _bandwidth_section(a), _detail_section(a), _engines_section(a)]
+    if plot_files:
+        parts.append(section("Plots", "\n\n".join(f"![{p.stem}]({p.name})" for p in plot_files)))
+    return "\n\n".join(p for p in parts if p) + "\n"
+
+
+def _draw(a: Analysis, out_dir: Path) -> list[Path]:
+    """Plots; one that fails is reported and skipped (the tables are the report)."""
+    jobs = [lambda w=w: plots.plot_vs_concurrency(a.points, a.trials, w, out_dir)
+            for w in dict.fromkeys(a.points.workload)]
+    jobs += [lambda: plots.plot_acceptance_per_position(a.trials, out_dir),
+             lambda: plots.plot_kv_capacity(a.engines, out_dir)]
+    written = []
+    for job in jobs:
+        try:
+            path = job()
+        except Exception as exc:  # a broken plot must not cost the tables
+            print(f"warning: a plot failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+            continue
+        if path:
+            written.append(Path(path))
+    return written
+
+
+def echo_headlines(a: Analysis, path: Path, plot_files: list[Path]) -> None:
+    """The terminal's view: failures and best k first, the verdict table last (the answer ends the output)."""
+    print(f"\nreport: {path}")
+    if plot_files:
+        print("plots: " + ", ".join(p.name for p in plot_files))
+    if len(a.failures):
+        print("\nfailed configurations:\n" + md_table(a.failures))
+    if len(a.capacity):
+        print(f"\ncapacity-wall flags: {len(a.capacity)} trial(s) at the KV pool (see report.md)")
+    if len(a.divergence):
+        print(f"\noutput divergence: {len(a.divergence)} arm/point pair(s) generated different tokens (see report.md)")
+    if len(a.crossovers):
+        print("\ncrossovers:\n" + md_table(a.crossovers))
+    if len(a.draft_summary):
+        print("\nbest draft count:\n" + md_table(a.draft_summary))
+    print("\nverdict:\n" + md_table(a.verdict))
+
+
+def write_report(*, run_dirs: list[Path], out_dir: Path | None = None, echo: bool = False,
+                 bandwidth: float | None = None) -> Report:
+    """Reads the folders' Parquet files and writes report.md and PNGs into out_dir (default: the first folder)."""
+    run_dirs = [Path(d) for d in run_dirs]
+    out_dir = Path(out_dir or run_dirs[0])
+    out_dir.mkdir(parents=True, exist_ok=True)
+    a = analyse(load_results(run_dirs), bandwidth=bandwidth)
+    plot_files = _draw(a, out_dir)
+    path = out_dir / "report.md"
+    tmp = path.with_name(".report.md.tmp")
+    tmp.write_text(render_markdown(a, plot_files=plot_files))
+    tmp.replace(path)
+    if echo:
+        echo_headlines(a, path, plot_files)
+    return Report(path=path, plots=plot_files, analysis=a)

@@ -1,0 +1,71 @@
+"""Read one or more results folders into three DataFrames, tagged with their source folder."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from runner.schema import TABLES, column_names
+
+# Request columns the report needs; the heavy list columns (ITLs, token ids) are left on disk.
+REQUEST_COLUMNS = ["sweep", "run_id", "trial_id", "engine_id", "request_index", "session", "turn", "phase",
+                   "prompt_tokens", "output_tokens", "cached_tokens", "ttft_s", "e2e_s", "tpot_s",
+                   "output_hash", "error"]
+
+
+@dataclass(kw_only=True)
+class Results:
+    engines: pd.DataFrame
+    trials: pd.DataFrame
+    requests: pd.DataFrame
+    sources: list[str]  # one label per folder, in the order given
+
+
+def source_labels(run_dirs: list[Path]) -> list[str]:
+    """Folder names, lengthened by parent folders until they are distinct."""
+    paths = [Path(p).resolve() for p in run_dirs]
+    depth = 1
+    while True:
+        labels = ["/".join(p.parts[-depth:]) for p in paths]
+        if len(set(labels)) == len(labels) or depth >= max(len(p.parts) for p in paths):
+            return labels
+        depth += 1
+
+
+def _read(path: Path, table: str, columns: list[str] | None = None) -> pd.DataFrame:
+    import pyarrow.parquet as pq
+
+    if not path.exists():
+        return pd.DataFrame(columns=columns or column_names(TABLES[table]))
+    present = set(pq.read_schema(path).names)
+    wanted = [c for c in (columns or column_names(TABLES[table])) if c in present]
+    frame = pq.read_table(path, columns=wanted).to_pandas()
+    for c in columns or column_names(TABLES[table]):
+        if c not in frame.columns:  # older files: additive schema columns are missing, not wrong
+            frame[c] = None
+    return frame
+
+
+def load_results(run_dirs: list[Path]) -> Results:
+    # The same folder twice (a symlink, a repeated argument) would compare a run with itself.
+    run_dirs = list({Path(d).resolve(): Path(d) for d in run_dirs}.values())
+    missing = [str(d) for d in run_dirs if not (d / "trials.parquet").exists() and not (d / "engines.parquet").exists()]
+    if missing:
+        raise FileNotFoundError(f"no results (trials.parquet / engines.parquet) in: {', '.join(missing)}")
+    labels = source_labels(run_dirs)
+    frames: dict[str, list[pd.DataFrame]] = {"engines": [], "trials": [], "requests": []}
+    for run_dir, label in zip(run_dirs, labels):
+        for table in frames:
+            columns = REQUEST_COLUMNS if table == "requests" else None
+            frame = _read(run_dir / f"{table}.parquet", table, columns)
+            frame["source"] = label
+            frames[table].append(frame)
+    out = {t: pd.concat(fs, ignore_index=True) if fs else pd.DataFrame() for t, fs in frames.items()}
+    trials = out["trials"]
+    if len(trials):
+        # Canonical params text, so the same point in two folders compares equal.
+        trials["workload_params_json"] = [json.dumps(json.loads(p or "{}"), sort_keys=True)
+                                          for p in trials.workload_params_json]
+    return Results(engines=out["engines"], trials=trials, requests=out["requests"], sources=labels)
