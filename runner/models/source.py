@@ -9,10 +9,15 @@ from runner.execution.engine import ModelSource
 
 def resolve_model_source(model_cfg: dict) -> ModelSource:
     builtin = model_cfg.get("builtin")
+    load_format = model_cfg.get("load_format", "auto")
     if builtin == "tiny_mtp":
         from runner.models.tiny import ensure_tiny_model
 
-        path = str(ensure_tiny_model())
+        # Trained weights unless told otherwise; dummy weights need no training (and no file).
+        weights = model_cfg.get("weights") or ("dummy" if load_format == "dummy" else "trained")
+        if weights == "dummy":
+            load_format = "dummy"
+        path = str(ensure_tiny_model(weights=weights))
     elif builtin == "mimo_7b":
         from runner.models.mimo7b import ensure_mimo7b
         from runner.models.tiny import default_cache_dir
@@ -30,7 +35,7 @@ def resolve_model_source(model_cfg: dict) -> ModelSource:
     return ModelSource(
         path=path,
         tokenizer=model_cfg.get("tokenizer"),
-        load_format=model_cfg.get("load_format", "auto"),
+        load_format=load_format,
         vocab_size=int(model_cfg.get("prompt_token_high") or vocab),
         first_token_id=int(model_cfg.get("prompt_token_low", 0)),
     )

@@ -2,17 +2,26 @@
 
 Built locally (no model hub): a byte-level BPE tokenizer trained on the
 Python standard library's sources, plus a `config.json` that vLLM maps to
-`MiMoForCausalLM` and whose MTP layer `{"method": "mtp"}` accepts. Weights are
-random (`load_format: dummy`) unless a trained checkpoint is present.
+`MiMoForCausalLM` and whose MTP layer `{"method": "mtp"}` accepts, plus
+`model.safetensors` trained on the same sources by `runner.models.train`
+(body and MTP layer) on first use. `weights="dummy"` skips the training
+(for `load_format: dummy`).
+
+A deterministic slice of the sources (by file name) is held out of the
+tokenizer and the training: `heldout_texts()` / `heldout_prompt_token_ids()`
+give prompts the model has not seen, so acceptance rates are not inflated.
 """
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
 import shutil
 import sysconfig
 import tempfile
+import zlib
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -22,25 +31,41 @@ SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 @dataclass(frozen=True, kw_only=True)
 class TinyModelSpec:
     vocab_size: int = 2048
-    hidden_size: int = 256
-    intermediate_size: int = 512
+    # Small enough to train in minutes on two CPU cores; head_dim stays 64 (vLLM's attention kernels).
+    hidden_size: int = 128
+    intermediate_size: int = 384
     num_hidden_layers: int = 2
-    num_attention_heads: int = 4
-    num_key_value_heads: int = 2
+    num_attention_heads: int = 2
+    num_key_value_heads: int = 1
     max_position_embeddings: int = 32768
     num_nextn_predict_layers: int = 1
     corpus_bytes: int = 4_000_000
+    heldout_modulus: int = 10  # one stdlib file in ten (by a hash of its name) is never trained on
 
     def fingerprint(self) -> str:
         blob = json.dumps(asdict(self), sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()[:10]
 
 
+HELDOUT_MODULUS = TinyModelSpec().heldout_modulus
+
+
+def stdlib_files() -> list[Path]:
+    return sorted(Path(sysconfig.get_paths()["stdlib"]).glob("*.py"))
+
+
+def is_heldout(path: Path) -> bool:
+    return zlib.crc32(Path(path).name.encode()) % HELDOUT_MODULUS == 0
+
+
+def heldout_files() -> list[Path]:
+    return [p for p in stdlib_files() if is_heldout(p)]
+
+
 def corpus_files(*, max_bytes: int) -> list[Path]:
-    """Deterministic slice of the standard library's sources: the local text."""
-    root = Path(sysconfig.get_paths()["stdlib"])
+    """Deterministic slice of the standard library's sources, held-out files excluded: the local text."""
     files, total = [], 0
-    for path in sorted(root.glob("*.py")):
+    for path in (p for p in stdlib_files() if not is_heldout(p)):
         size = path.stat().st_size
         if total + size > max_bytes:
             break
@@ -130,13 +155,84 @@ def default_cache_dir() -> Path:
     return Path(__file__).resolve().parents[2] / ".cache"
 
 
-def ensure_tiny_model(*, cache_dir: Path | None = None, spec: TinyModelSpec = TinyModelSpec()) -> Path:
-    """The embedded model's folder, built on first use and cached."""
+def tiny_model_dir(*, cache_dir: Path | None = None, spec: TinyModelSpec = TinyModelSpec()) -> Path:
     root = Path(cache_dir) if cache_dir else default_cache_dir()
-    out_dir = root / "models" / f"tiny-mtp-{spec.fingerprint()}"
-    if not (out_dir / "config.json").exists():
-        build_tiny_model(out_dir=out_dir, spec=spec)
+    return root / "models" / f"tiny-mtp-{spec.fingerprint()}"
+
+
+@contextmanager
+def _file_lock(path: Path):
+    """Exclusive across processes (Ray actors, parallel test runs): the second caller waits, then reuses."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def ensure_tiny_model(*, cache_dir: Path | None = None, spec: TinyModelSpec = TinyModelSpec(),
+                      weights: str = "trained") -> Path:
+    """The embedded model's folder, built on first use and cached.
+
+    weights="trained" also trains `model.safetensors` (a few minutes, once per cache
+    folder); weights="dummy" stops at tokenizer + config, for `load_format: dummy`.
+    """
+    if weights not in ("trained", "dummy"):
+        raise ValueError(f"unknown weights {weights!r}; valid: trained, dummy (fix: model.weights=trained)")
+    out_dir = tiny_model_dir(cache_dir=cache_dir, spec=spec)
+    if (out_dir / "config.json").exists() and (weights == "dummy" or _has_trained_weights(out_dir)):
+        return out_dir
+    with _file_lock(out_dir.parent / f".{out_dir.name}.lock"):
+        if not (out_dir / "config.json").exists():
+            build_tiny_model(out_dir=out_dir, spec=spec)
+        if weights == "trained" and not _has_trained_weights(out_dir):
+            from runner.models.train import train_into
+
+            train_into(model_dir=out_dir)
     return out_dir
+
+
+def _has_trained_weights(model_dir: Path) -> bool:
+    from runner.models.train import weights_are_current
+
+    return weights_are_current(model_dir=model_dir)
+
+
+def load_tokenizer(model_dir: Path):
+    from tokenizers import Tokenizer
+
+    return Tokenizer.from_file(str(Path(model_dir) / "tokenizer.json"))
+
+
+def heldout_text() -> str:
+    """All held-out files, concatenated in name order."""
+    return "\n".join(p.read_text(encoding="utf-8", errors="replace") for p in heldout_files())
+
+
+def heldout_texts(*, count: int = 64, chars: int = 2000) -> list[str]:
+    """`count` text slices of `chars` characters from the held-out files, evenly spread, the same everywhere."""
+    text = heldout_text()
+    if count * chars > len(text):
+        raise ValueError(f"held-out text has {len(text)} characters, fewer than {count} x {chars}")
+    stride = (len(text) - chars) // max(count - 1, 1)
+    return [text[i * stride: i * stride + chars] for i in range(count)]
+
+
+def heldout_prompt_token_ids(*, count: int, length: int, model_dir: Path | None = None) -> list[list[int]]:
+    """`count` prompts of exactly `length` token ids cut from held-out text (never trained on).
+
+    `model_dir` defaults to the embedded model (tokenizer only: no training needed).
+    """
+    model_dir = Path(model_dir) if model_dir else ensure_tiny_model(weights="dummy")
+    tokenizer = load_tokenizer(model_dir)
+    stream = tokenizer.encode(heldout_text()).ids
+    if count * length > len(stream):
+        raise ValueError(f"held-out text has {len(stream)} tokens, fewer than {count} x {length} "
+                         "(fix: fewer requests or a shorter input_len)")
+    stride = (len(stream) - length) // max(count - 1, 1)
+    return [stream[i * stride: i * stride + length] for i in range(count)]
 
 
 if __name__ == "__main__":
