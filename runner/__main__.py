@@ -1,4 +1,4 @@
-from runner.cli import main
+from runner.cli import console_main
 
 if __name__ == "__main__":
-    main()
+    console_main()

@@ -13,7 +13,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from runner.measurement.records import RunKeys
 from runner.plan.grid import Plan, PlanError, build_plan
-from runner.plan.validate import engine_arg_names, validate
+from runner.plan.validate import check_overrides, engine_arg_names, validate, validate_run
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -59,6 +59,8 @@ def make_plan(inputs: SweepInputs, *, check_engine_args: bool = True) -> Plan:
     validate(grid=inputs.grid, model=inputs.model, workloads=inputs.workloads, engine_args=engine_args,
              engine_axes=inputs.engine_axes, known_engine_args=engine_arg_names() if check_engine_args else None,
              arms=inputs.arms)
+    validate_run(engine=inputs.engine, cluster=inputs.cluster, execution=inputs.execution, repeats=inputs.repeats,
+                 engine_args=engine_args, engine_axes=inputs.engine_axes, workloads=inputs.workloads)
     return build_plan(sweep_name=inputs.sweep_name, model=inputs.model["name"], grid=inputs.grid,
                       workloads=inputs.workloads, engine_args=engine_args, engine_axes=inputs.engine_axes,
                       spec_extra=inputs.spec_extra, repeats=inputs.repeats,
@@ -92,21 +94,28 @@ def execution_env(engine: dict) -> dict[str, str]:
     return env
 
 
-def start_ray(cluster: dict, *, device: str) -> int:
-    """Starts (or joins) Ray; returns how many engines can run side by side."""
-    import ray
+def start_ray(cluster: dict, *, device: str):
+    """Starts (or joins) Ray; returns what the cluster offers (device units, engines side by side)."""
+    from runner.execution.scheduler import cluster_capacity, connect_ray
 
-    address = cluster.get("address")
-    kwargs = dict(log_to_driver=False, include_dashboard=False, logging_level="ERROR")
-    if address:
-        ray.init(address=address, **kwargs)
-    else:
-        ray.init(**kwargs)
-    if cluster.get("max_parallel_engines"):
-        return int(cluster["max_parallel_engines"])
-    if device == "cuda":
-        return max(1, int(ray.cluster_resources().get("GPU", 0)))
-    return int(cluster.get("cpu_engine_slots") or 1)
+    connect_ray(address=cluster.get("address"))
+    return cluster_capacity(cluster=cluster, device=device)
+
+
+def _dry_run_capacity(cluster: dict, *, device: str):
+    """The plan's capacity without starting Ray: local GPUs on cuda (None when joining a cluster)."""
+    from runner.execution.scheduler import cluster_capacity
+
+    if device != "cuda":
+        return cluster_capacity(cluster=cluster, device=device, resources={})
+    if cluster.get("address"):
+        return None
+    try:
+        import torch
+
+        return cluster_capacity(cluster=cluster, device=device, resources={"GPU": torch.cuda.device_count()})
+    except Exception:
+        return None
 
 
 def run_sweep(cfg: DictConfig, *, run_dir: Path) -> int:
@@ -125,11 +134,17 @@ def run_sweep(cfg: DictConfig, *, run_dir: Path) -> int:
     sink = ParquetSink(run_dir)
     done = sink.finished_trial_ids(include_failed=not cfg.get("retry_failed", False))
     if cfg.get("dry_run"):
-        print(describe_plan(plan, done=done, parallel=int(inputs.cluster.get("max_parallel_engines") or 1)))
+        from runner.execution.scheduler import describe_devices
+
+        device = inputs.engine.get("device", "cpu")
+        capacity = _dry_run_capacity(inputs.cluster, device=device)
+        print(describe_plan(plan, done=done, parallel=capacity.max_parallel_engines if capacity else 0))
+        print("\n".join(describe_devices(plan, device=device, capacity=capacity, done=done)))
         return 0
     OmegaConf.save(cfg, run_dir / "config.yaml", resolve=True)
     todo = [t for t in plan.trials if t.trial_id not in done]
-    print(f"sweep {plan.sweep!r}: {len(plan.engines)} engine configs, {len(plan.trials)} trials; "
+    resumed = f" ({len(plan.trials) - len(todo)} already done, {len(todo)} to run)" if done else ""
+    print(f"sweep {plan.sweep!r}: {len(plan.engines)} engine configs, {len(plan.trials)} trials{resumed}; "
           f"results in {run_dir}")
     if not todo:
         print(f"nothing to do: all {len(plan.trials)} trials of this sweep are already in {run_dir} "
@@ -163,9 +178,10 @@ def _execute(*, plan: Plan, inputs: SweepInputs, sink, run_dir: Path, done: set[
     from runner.sinks.tracking import open_tracker
 
     device = inputs.engine.get("device", "cpu")
-    parallel = start_ray(inputs.cluster, device=device)
+    capacity = start_ray(inputs.cluster, device=device)
     execution = inputs.execution
-    settings = ExecutionSettings(device=device, max_parallel_engines=parallel,
+    settings = ExecutionSettings(device=device, max_parallel_engines=capacity.max_parallel_engines,
+                                 device_units=capacity.device_units,
                                  cpus_per_engine=float(inputs.cluster.get("cpus_per_engine") or 1),
                                  env=execution_env(inputs.engine),
                                  trial_timeout_s=float(execution.get("trial_timeout_s", 1800)),
@@ -219,4 +235,15 @@ def main(cfg: DictConfig) -> None:
 
 
 def console_main() -> None:
+    refuse_bad_overrides(sys.argv[1:])
     main()
+
+
+def refuse_bad_overrides(argv: list[str]) -> None:
+    """A typo in an override (or an unknown group option) exits 2 with the fix, before Hydra's own message."""
+    if any(arg.startswith("-") for arg in argv):  # Hydra's flags (--cfg, -m, …): its own parser decides
+        return
+    errors = check_overrides(argv, config_dir=CONF_DIR)
+    if errors:
+        print("error: invalid overrides:\n  - " + "\n  - ".join(errors), file=sys.stderr)
+        sys.exit(2)

@@ -35,3 +35,26 @@ def small_sweep(tmp_path_factory):
         output_root=out,
     )
     return out / "small" / "e2e", proc
+
+
+def start_cli(*overrides: str, output_root: Path, env: dict | None = None) -> subprocess.Popen:
+    """`python -m runner` in its own session (like a terminal's job), for signals and leftover checks."""
+    full_env = {**os.environ, "WANDB_MODE": "offline", "PYTHONUNBUFFERED": "1", **(env or {})}
+    cmd = [sys.executable, "-m", "runner", f"output_root={output_root}", *overrides]
+    return subprocess.Popen(cmd, cwd=ROOT, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+
+
+def session_processes(sid: int) -> list[str]:
+    """Processes still alive in session `sid` (a start_cli child's pid): engines, actors, Ray daemons."""
+    alive = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if os.getsid(int(entry.name)) == sid:
+                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                alive.append(f"{entry.name} {cmdline[:120]}")
+        except (OSError, ProcessLookupError):
+            continue
+    return alive

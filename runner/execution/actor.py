@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from runner.execution.engine import EngineHost, ModelSource, host_class
-from runner.execution.failures import parse_startup_failure
+from runner.execution.failures import fault_point, parse_startup_failure
 from runner.measurement import counters
 from runner.measurement.metrics import Slo
 from runner.measurement.records import RunKeys, failed_trial_row, request_rows, trial_row, with_start_offsets
@@ -47,7 +47,11 @@ class EngineActor:
     """Wrapped by `ray.remote` in the scheduler (resources differ per device kind)."""
 
     def __init__(self, *, env: dict[str, str], keys: RunKeys, slo: dict | None = None):
-        os.environ.update({k: str(v) for k, v in env.items()})
+        for name, value in env.items():  # None: unset what the node's environment may carry
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = str(value)
         self.keys = keys
         self.slo = Slo(**(slo or {}))
         self.host: Optional[EngineHost] = None
@@ -68,8 +72,14 @@ class EngineActor:
         except OSError:
             return ""
 
-    async def start(self, *, engine: EngineConfig, model: ModelSource) -> StartResult:
+    async def start(self, *, engine: EngineConfig, model: ModelSource | dict) -> StartResult:
         self.engine = engine
+        if isinstance(model, dict):  # a model config: resolved here, on the node that loads it
+            try:
+                model = await asyncio.to_thread(_resolve_model, model)  # a build must not block read_log
+            except Exception as exc:
+                return StartResult(ok=False, failure_kind="model_unavailable",
+                                   failure_reason=f"{type(exc).__name__}: {exc}"[:600])
         self.host = host_class(getattr(engine, "api", "async"))(engine=engine, model=model)
         try:
             columns = await self.host.start()
@@ -104,6 +114,7 @@ class EngineActor:
                                    kind="workload_error", reason=reason, attempts=attempt)
             return TrialResult(trial=row, requests=[])
         duration = time.perf_counter() - t0
+        await fault_point(trial=trial, attempt=attempt)  # test hook; inert unless RUNNER_FAULTS is set
         await asyncio.sleep(COUNTER_SETTLE_S)
         sampler.cancel()
         after = counters.snapshot()
@@ -126,3 +137,9 @@ class EngineActor:
         if self.host is not None:
             self.host.shutdown()
             self.host = None
+
+
+def _resolve_model(model_cfg: dict) -> ModelSource:
+    from runner.models.source import resolve_model_source
+
+    return resolve_model_source(model_cfg)

@@ -1,6 +1,12 @@
-"""Start-up failures as results: the reason and its numbers, parsed from the engine's log. Pure."""
+"""Start-up failures as results: the reason and its numbers, parsed from the engine's log. Pure.
+
+Also the fault-injection test hook (`RUNNER_FAULTS`), which the actor consults after each
+trial's workload; it is inert unless that variable is set.
+"""
 from __future__ import annotations
 
+import json
+import os
 import re
 from dataclasses import dataclass, field
 
@@ -29,6 +35,11 @@ _PATTERNS: list[tuple[str, re.Pattern, tuple[str, ...]]] = [
                 r"utilization \(" + _NUM + r", " + _NUM + r" GiB\)", re.S),
      ("free_gib", "total_gib", "utilization", "desired_gib")),
     ("not_enough_free_memory_for_budget", re.compile(r"Free memory on device.*?less than desired GPU memory", re.S), ()),
+    # vLLM's CPU build: gpu_memory_utilization is a share of the NUMA node's memory.
+    ("not_enough_free_memory_for_budget",
+     re.compile(r"Available memory on node \S+ \(" + _NUM + r"/" + _NUM + r" GiB\) on startup is less than desired "
+                r"CPU memory utilization \(" + _NUM + r", " + _NUM + r" GiB\)", re.S),
+     ("free_gib", "total_gib", "utilization", "desired_gib")),
     ("out_of_memory_while_loading", re.compile(r"(torch\.cuda\.)?OutOfMemoryError|CUDA out of memory"), ()),
     ("speculative_config_refused",
      re.compile(r"(speculative|Speculative|num_speculative_tokens|MTP|mtp)[^\n]*(not supported|unsupported|"
@@ -62,3 +73,43 @@ def parse_startup_failure(*, log: str, exception: str = "") -> Failure:
     last_error = [ln for ln in text.splitlines() if "Error" in ln or "error" in ln]
     reason = (last_error[-1] if last_error else exception or "engine failed to start").strip()[-600:]
     return Failure(kind="engine_start_failed", reason=reason)
+
+
+# ---- test hook: injected faults -----------------------------------------------------------------
+# RUNNER_FAULTS='[{"fault": "kill", "concurrency": 2}, {"fault": "hang", "concurrency": 3, "attempts": [1, 2]}]'
+# kill: the actor process SIGKILLs itself after the trial's requests ran, before the result is returned
+#       (an actor lost mid-trial: segfault, device error, OOM killer).
+# hang: the trial never returns (a stuck engine); execution.trial_timeout_s ends it.
+# A rule matches a trial by any of trial_id / workload / concurrency / repeat it names, on the
+# attempts it lists (default: the first only, so a retry succeeds). For tests only.
+FAULTS_ENV = "RUNNER_FAULTS"
+FAULT_KINDS = ("kill", "hang")
+
+
+def injected_fault(*, trial, attempt: int, spec: str | None = None) -> str | None:
+    """The fault to inject into this trial attempt, if the hook names one."""
+    spec = os.environ.get(FAULTS_ENV) if spec is None else spec
+    if not spec:
+        return None
+    for rule in json.loads(spec):
+        if rule.get("fault") not in FAULT_KINDS:
+            raise ValueError(f"{FAULTS_ENV}: unknown fault {rule.get('fault')!r}; valid: {', '.join(FAULT_KINDS)}")
+        if attempt not in rule.get("attempts", [1]):
+            continue
+        if all(getattr(trial, key) == rule[key] for key in ("trial_id", "workload", "concurrency", "repeat")
+               if key in rule):
+            return rule["fault"]
+    return None
+
+
+async def fault_point(*, trial, attempt: int) -> None:
+    """Called by the actor once a trial's requests ran; does nothing unless RUNNER_FAULTS names the trial."""
+    fault = injected_fault(trial=trial, attempt=attempt)
+    if fault == "kill":
+        import signal
+
+        os.kill(os.getpid(), signal.SIGKILL)
+    elif fault == "hang":
+        import asyncio
+
+        await asyncio.Event().wait()

@@ -6,13 +6,18 @@ Every finished trial is written before the next one on its engine starts.
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
 import json
+import os
+import signal
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
+from runner.execution.failures import FAULTS_ENV
 from runner.measurement.records import RunKeys, failed_trial_row
 from runner.plan.grid import EngineConfig, Plan, Trial
 from runner.schema import EngineRecord
@@ -21,7 +26,10 @@ from runner.schema import EngineRecord
 @dataclass(kw_only=True)
 class ExecutionSettings:
     device: str = "cpu"  # "cpu" | "cuda"
+    # Engines side by side at most (a count, whatever each engine occupies).
     max_parallel_engines: int = 1
+    # Device units the cluster offers: GPUs on cuda, engine slots on CPU (None: max_parallel_engines).
+    device_units: Optional[int] = None
     cpus_per_engine: float = 1
     env: dict = field(default_factory=dict)
     trial_timeout_s: float = 1800.0
@@ -63,31 +71,25 @@ class Scheduler:
         self.active: list[_Group] = []
 
     # ---- actors -------------------------------------------------------------------------------
-    def _actor_class(self):
+    def _actor_class(self, engine: EngineConfig):
         import ray
 
         from runner.execution.actor import EngineActor
 
         s = self.settings
         if s.device == "cuda":
-            tp = self.plan.engines[0].settings.tensor_parallel_size if self.plan.engines else 1
-            return ray.remote(num_gpus=tp, num_cpus=1, max_restarts=0)(EngineActor)
+            # One actor per GPU, or per TP group: vLLM's `mp` executor runs the TP workers inside it.
+            return ray.remote(num_gpus=units_needed(engine, device=s.device), num_cpus=1, max_restarts=0)(EngineActor)
         return ray.remote(num_cpus=s.cpus_per_engine, max_restarts=0)(EngineActor)
 
     def _new_actor(self, group: _Group) -> None:
-        cls = self._actor_class()
-        env = dict(self.settings.env)
-        if group.engine.settings.tensor_parallel_size > 1:
-            env.setdefault("VLLM_WORKER_MULTIPROC_METHOD", "spawn")
-        group.actor = cls.remote(env=env, keys=self.keys, slo=self.settings.slo)
-        group.ref = group.actor.start.remote(engine=group.engine, model=self._model_source())
+        cls = self._actor_class(group.engine)
+        group.actor = cls.remote(env=actor_env(base=self.settings.env, engine=group.engine), keys=self.keys,
+                                 slo=self.settings.slo)
+        # The model config, not a path: the actor's node resolves (builds or finds) its own copy.
+        group.ref = group.actor.start.remote(engine=engine_for_actor(group.engine), model=dict(self.model_cfg))
         group.kind, group.trial = "start", None
         group.deadline = time.monotonic() + self.settings.start_timeout_s
-
-    def _model_source(self):
-        from runner.models.source import resolve_model_source
-
-        return resolve_model_source(self.model_cfg)
 
     def _next_trial(self, group: _Group) -> bool:
         if not group.trials:
@@ -137,8 +139,14 @@ class Scheduler:
         return EngineRecord(**dataclasses.asdict(group.engine.settings), sweep=self.keys.sweep,
                             run_id=self.keys.run_id, engine_id=group.engine.engine_id, **columns)
 
+    def _write_engine(self, record) -> None:
+        with signals_deferred():
+            self.sink.write_engine(record)
+        self.on_engine(record)
+
     def _record_trial(self, record, requests) -> None:
-        self.sink.write_trial(record, requests)
+        with signals_deferred():
+            self.sink.write_trial(record, requests)
         self.on_trial(record, requests)
         if self.progress is not None:
             self.progress.update(1)
@@ -154,14 +162,12 @@ class Scheduler:
             record = self._engine_record(group, status="ok", log_file=log_file, started_at=time.time(),
                                          device_kind=self.settings.device, **{
                                              k: v for k, v in result.columns.items() if k != "device_kind"})
-            self.sink.write_engine(record)
-            self.on_engine(record)
+            self._write_engine(record)
             return self._next_trial(group)
         record = self._engine_record(group, status="failed", failure_kind=result.failure_kind,
                                      failure_reason=result.failure_reason, log_file=log_file,
                                      failure_numbers_json=json.dumps(result.failure_numbers), started_at=time.time())
-        self.sink.write_engine(record)
-        self.on_engine(record)
+        self._write_engine(record)
         while group.trials:
             trial = group.trials.popleft()
             self._fail_trial(group, trial, kind=f"engine_start:{result.failure_kind}", reason=result.failure_reason)
@@ -180,7 +186,7 @@ class Scheduler:
         elif group.kind == "start":
             record = self._engine_record(group, status="failed", failure_kind="actor_died_during_start",
                                          failure_reason=error[:600], started_at=time.time())
-            self.sink.write_engine(record)
+            self._write_engine(record)
             while group.trials:
                 self._fail_trial(group, group.trials.popleft(), kind="engine_start:actor_died", reason=error[:600])
             return False
@@ -220,7 +226,7 @@ class Scheduler:
         record = self._engine_record(group, status="failed", failure_kind="start_timeout",
                                      failure_reason=f"engine did not start within {self.settings.start_timeout_s} s",
                                      started_at=time.time())
-        self.sink.write_engine(record)
+        self._write_engine(record)
         while group.trials:
             self._fail_trial(group, group.trials.popleft(), kind="engine_start:start_timeout",
                              reason=record.failure_reason)
@@ -230,14 +236,15 @@ class Scheduler:
     def run(self, *, skip_trial_ids: set[str]) -> None:
         import ray
 
-        queue = collections.deque()
-        for engine in self.plan.engines:
-            todo = [t for t in self.plan.trials_of(engine.engine_id) if t.trial_id not in skip_trial_ids]
-            if todo:
-                queue.append(_Group(engine=engine, trials=collections.deque(todo)))
+        queue = collections.deque(pending_groups(self.plan, skip_trial_ids=skip_trial_ids))
+        capacity = self.settings.device_units or self.settings.max_parallel_engines
         try:
             while queue or self.active:
-                while queue and len(self.active) < self.settings.max_parallel_engines:
+                while queue and self._fits(queue[0], capacity=capacity):
+                    group = queue.popleft()
+                    self._new_actor(group)
+                    self.active.append(group)
+                if not self.active:  # a group larger than the whole cluster: let Ray (and start_timeout_s) say so
                     group = queue.popleft()
                     self._new_actor(group)
                     self.active.append(group)
@@ -259,6 +266,147 @@ class Scheduler:
                 self._stop_actor(group)
             self.active.clear()
             raise Interrupted() from None
+
+    def _fits(self, group: _Group, *, capacity: int) -> bool:
+        if len(self.active) >= self.settings.max_parallel_engines:
+            return False
+        used = sum(units_needed(g.engine, device=self.settings.device) for g in self.active)
+        return used + units_needed(group.engine, device=self.settings.device) <= capacity
+
+
+# ---- pure helpers (planning, env) --------------------------------------------------------------
+# Engine arguments that fix the KV size per engine; they win over the process-wide VLLM_CPU_KVCACHE_SPACE.
+PER_ENGINE_KV_ARGS = ("kv_cache_memory_bytes",)
+
+
+def units_needed(engine: EngineConfig, *, device: str) -> int:
+    """Device units one engine occupies: its TP GPUs on cuda, one slot on CPU."""
+    return max(1, int(engine.settings.tensor_parallel_size)) if device == "cuda" else 1
+
+
+def engine_for_actor(engine: EngineConfig) -> EngineConfig:
+    """TP > 1 inside one actor needs vLLM's multiprocessing executor (Ray's would nest a second cluster)."""
+    if engine.settings.tensor_parallel_size > 1 and "distributed_executor_backend" not in engine.engine_args:
+        return dataclasses.replace(engine, engine_args={**engine.engine_args, "distributed_executor_backend": "mp"})
+    return engine
+
+
+def actor_env(*, base: dict, engine: EngineConfig, environ: Optional[dict] = None) -> dict:
+    """The actor's environment. None removes a variable the node may have set."""
+    environ = os.environ if environ is None else environ
+    env = dict(base)
+    if engine.settings.tensor_parallel_size > 1:
+        env.setdefault("VLLM_WORKER_MULTIPROC_METHOD", "spawn")
+    if any(name in engine.engine_args for name in PER_ENGINE_KV_ARGS):
+        env["VLLM_CPU_KVCACHE_SPACE"] = None  # vLLM's CPU platform would override the engine's own size
+    if FAULTS_ENV in environ:  # test hook, travels to remote nodes too
+        env[FAULTS_ENV] = environ[FAULTS_ENV]
+    return env
+
+
+def pending_groups(plan: Plan, *, skip_trial_ids: set[str]) -> list[_Group]:
+    """Engine groups with trials left, longest first so no device idles at the end while one long group runs."""
+    groups = []
+    for engine in plan.engines:
+        todo = [t for t in plan.trials_of(engine.engine_id) if t.trial_id not in skip_trial_ids]
+        if todo:
+            groups.append(_Group(engine=engine, trials=collections.deque(todo)))
+    return sorted(groups, key=lambda g: -len(g.trials))  # stable: plan order among equals
+
+
+def layout(plan: Plan, *, device: str, units: int, skip_trial_ids: set[str] = frozenset()) -> list[list[str]]:
+    """Which engine groups each device slot would run, by trial count (what `dry_run=true` shows)."""
+    slots = [[0, i, []] for i in range(max(1, units))]
+    for group in pending_groups(plan, skip_trial_ids=set(skip_trial_ids)):
+        need = min(units_needed(group.engine, device=device), len(slots))
+        chosen = sorted(slots, key=lambda s: (s[0], s[1]))[:need]
+        finish = max(s[0] for s in chosen) + len(group.trials)
+        for s in chosen:
+            s[0] = finish
+            s[2].append(group.engine.engine_id)
+    return [s[2] for s in slots]
+
+
+def connect_ray(*, address: Optional[str]) -> None:
+    """Starts a local Ray, or joins a running cluster; quiet either way (engine logs go to files)."""
+    import logging
+
+    if address:
+        use_cluster_token()  # before Ray reads its config
+    import ray
+
+    kwargs = dict(log_to_driver=False, logging_level=logging.ERROR)
+    if address:
+        # Remote nodes need the runner's code, not a shared filesystem: ship the package.
+        package = str(Path(__file__).resolve().parents[1])
+        ray.init(address=address, runtime_env={"py_modules": [package], "excludes": ["__pycache__"]}, **kwargs)
+    else:
+        # "local", not None: None would join whatever cluster `ray start` last left on this machine.
+        ray.init(address="local", include_dashboard=False, **kwargs)
+
+
+def use_cluster_token(environ: Optional[dict] = None) -> None:
+    """`ray start` (Ray ≥ 2.5x) turns token authentication on and leaves the token in ~/.ray/auth_token;
+    a driver joining that cluster must say so before Ray reads its config (a retry cannot)."""
+    environ = os.environ if environ is None else environ
+    if environ.get("RAY_AUTH_MODE"):
+        return
+    if environ.get("RAY_AUTH_TOKEN") or environ.get("RAY_AUTH_TOKEN_PATH") or \
+            Path("~/.ray/auth_token").expanduser().exists():
+        environ["RAY_AUTH_MODE"] = "token"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Capacity:
+    device_units: int  # GPUs on cuda, engine slots on CPU
+    max_parallel_engines: int
+
+
+def cluster_capacity(*, cluster: dict, device: str, resources: Optional[dict] = None) -> Capacity:
+    """What the cluster offers; `resources` is Ray's cluster_resources() (None: from the running Ray)."""
+    if device == "cuda":
+        if resources is None:
+            import ray
+
+            resources = ray.cluster_resources()
+        units = int(resources.get("GPU", 0))
+    else:
+        units = int(cluster.get("cpu_engine_slots") or 1)
+    cap = int(cluster.get("max_parallel_engines") or max(units, 1))
+    return Capacity(device_units=max(units, 1), max_parallel_engines=cap)
+
+
+def describe_devices(plan: Plan, *, device: str, capacity: Optional[Capacity], done: set[str]) -> list[str]:
+    """The plan's lines about devices: slots, what one engine occupies, and a likely layout."""
+    tps = sorted({e.settings.tensor_parallel_size for e in plan.engines}) or [1]
+    if device == "cuda":
+        per = "one actor per GPU" if tps == [1] else f"one actor per TP group of {'/'.join(map(str, tps))} GPUs"
+        if capacity is None:
+            return [f"devices: cuda, {per}; as many engines side by side as the Ray cluster's GPUs allow "
+                    f"(known once Ray starts)"]
+        head = f"devices: {capacity.device_units} GPU(s), {per}"
+    else:
+        if capacity is None:
+            capacity = Capacity(device_units=1, max_parallel_engines=1)
+        head = f"devices: cpu, {capacity.device_units} engine slot(s) (cluster.cpu_engine_slots)"
+    lines = [f"{head}, at most {capacity.max_parallel_engines} engine(s) at a time, longest group first"]
+    for i, ids in enumerate(layout(plan, device=device, units=capacity.device_units, skip_trial_ids=done)):
+        lines.append(f"  slot {i}: {' -> '.join(ids) if ids else '(idle)'}")
+    return lines
+
+
+@contextlib.contextmanager
+def signals_deferred():
+    """Ctrl-C / SIGTERM wait until a result is on disk (main thread only; elsewhere a no-op)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    mask = {signal.SIGINT, signal.SIGTERM}
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, mask)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 def _engine_label(engine: EngineConfig) -> str:

@@ -1,0 +1,99 @@
+"""The cluster path for real: a Ray head started like on a real cluster, a sweep that joins it.
+
+The head gets its own temp dir, so a plain `ray.init()` elsewhere on this machine does not find
+and join it, and it is stopped by its own process group, never by `ray stop` (which would stop
+every Ray instance on the machine).
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from conftest import ROOT, run_cli, session_processes
+
+pytestmark = pytest.mark.engine
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for_port(port: int, *, timeout_s: float = 120) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.5)
+    raise TimeoutError(f"no Ray head on port {port}")
+
+
+@pytest.fixture(scope="module")
+def ray_head():
+    port = free_port()
+    temp_dir = tempfile.mkdtemp(prefix="rh", dir="/tmp")  # short: Ray's socket paths must stay < 108 bytes
+    ray = str(Path(os.sys.executable).with_name("ray"))
+    head = subprocess.Popen([ray, "start", "--head", f"--port={port}", "--num-cpus=2", "--block",
+                             "--include-dashboard=false", f"--temp-dir={temp_dir}", "--disable-usage-stats"],
+                            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        wait_for_port(port)
+        time.sleep(3)  # the raylet registers a moment after the GCS listens
+        yield f"127.0.0.1:{port}"
+    finally:
+        os.killpg(head.pid, signal.SIGTERM)  # `ray start --block` stops what it started (~30 s)
+        try:
+            head.wait(timeout=90)
+        except subprocess.TimeoutExpired:
+            os.killpg(head.pid, signal.SIGKILL)
+        deadline = time.monotonic() + 60
+        while session_processes(head.pid) and time.monotonic() < deadline:
+            time.sleep(1)
+        for line in session_processes(head.pid):  # anything that ignored SIGTERM
+            os.kill(int(line.split()[0]), signal.SIGKILL)
+        shutil.rmtree(temp_dir, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def cluster_sweep(ray_head, tmp_path_factory):
+    out = tmp_path_factory.mktemp("cluster")
+    proc = run_cli("run=c", "sweep.name=cluster", f"cluster.address={ray_head}", "model.weights=dummy",
+                   "model.load_format=dummy", "tracking=none", "report=false", "sweep.grid.spec_method=[off]",
+                   "sweep.grid.max_model_len=[512]", "sweep.grid.concurrency=[1,2]",
+                   "workload.decode.input_len=32", "workload.decode.output_len=8", output_root=out)
+    return out / "cluster" / "c", proc
+
+
+def test_sweep_runs_on_the_joined_cluster(cluster_sweep):
+    run_dir, _ = cluster_sweep
+    engines = pd.read_parquet(run_dir / "engines.parquet")
+    trials = pd.read_parquet(run_dir / "trials.parquet")
+    assert (engines.status == "ok").all() and len(engines) == 1
+    assert (trials.status == "ok").all() and sorted(trials.concurrency) == [1, 2]
+    assert engines.hostname.iloc[0] == socket.gethostname()
+
+
+def test_joining_is_quiet(cluster_sweep):
+    _, proc = cluster_sweep
+    text = proc.stdout + proc.stderr
+    for noise in ("Connecting to existing Ray cluster", "INFO worker.py", "(EngineActor", "(raylet)"):
+        assert noise not in text, text[-3000:]
+
+
+def test_the_driver_alone_wrote_files_and_left_the_cluster_running(cluster_sweep, ray_head):
+    run_dir, _ = cluster_sweep
+    assert {p.name for p in run_dir.glob("*.parquet")} == {"engines.parquet", "trials.parquet", "requests.parquet"}
+    host, port = ray_head.split(":")
+    with socket.socket() as s:  # the driver disconnected; the head it joined is still up
+        assert s.connect_ex((host, int(port))) == 0

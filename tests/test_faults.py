@@ -1,0 +1,280 @@
+"""Failures are results: real engines, real faults, checked through the Parquet files.
+
+Faults come from the KV-cache size itself (vLLM refuses the engine) and from the RUNNER_FAULTS
+test hook (runner/execution/failures.py): the actor SIGKILLs itself mid-trial, or a trial hangs.
+Two sweeps, run once each: `faulty` (engine loads: 4 + 1 refused) and `interrupted` (2).
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+
+from conftest import ROOT, run_cli, session_processes, start_cli
+
+# The embedded model without its training (orchestration does not need sensible tokens).
+SMALL = ["model.weights=dummy", "model.load_format=dummy", "tracking=none", "report=false",
+         "sweep.grid.spec_method=[mtp]", "sweep.grid.num_speculative_tokens=[1]",
+         "workload.decode.input_len=32", "workload.decode.output_len=8"]
+KV_BYTES = 8 * 1024**2  # per engine, through vLLM's kv_cache_memory_bytes (VLLM_CPU_KVCACHE_SPACE is whole GiB)
+FAULTS = [{"fault": "kill", "concurrency": 2},                     # killed once: the retry succeeds
+          {"fault": "kill", "concurrency": 3, "attempts": [1, 2]},  # killed on every attempt: recorded failed
+          {"fault": "hang", "concurrency": 4}]                      # never returns: ends at the trial timeout
+TRIAL_TIMEOUT_S = 20
+
+
+def kv_bytes_per_token() -> int:
+    """The embedded model's KV bytes per token under MTP, from its own config.json."""
+    from runner.models.source import resolve_model_source
+
+    path = resolve_model_source({"builtin": "tiny_mtp", "weights": "dummy", "load_format": "dummy"}).path
+    c = json.loads((Path(path) / "config.json").read_text())
+    head_dim = c.get("head_dim") or c["hidden_size"] // c["num_attention_heads"]
+    layers = c["num_hidden_layers"] + c.get("num_nextn_predict_layers", 1)
+    return 2 * layers * c["num_key_value_heads"] * head_dim * 2
+
+
+def wait_until_gone(sid: int, *, timeout_s: float = 90) -> list[str]:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        left = session_processes(sid)
+        if not left:
+            return []
+        time.sleep(1)
+    return session_processes(sid)
+
+
+@pytest.fixture(scope="module")
+def faulty(tmp_path_factory):
+    """Engine 512 fits its 16 MiB KV; engine 32768 does not. Trials c=1..4 meet the faults above."""
+    out = tmp_path_factory.mktemp("faulty")
+    proc = start_cli("run=f", "sweep.name=faulty", *SMALL, "sweep.grid.max_model_len=[512,32768]",
+                     f"+sweep.engine_axes.kv_cache_memory_bytes=[{KV_BYTES}]", "sweep.grid.concurrency=[1,2,3,4]",
+                     "cluster.cpu_engine_slots=2", f"execution.trial_timeout_s={TRIAL_TIMEOUT_S}",
+                     "execution.max_trial_retries=1", output_root=out,
+                     env={"RUNNER_FAULTS": json.dumps(FAULTS)})
+    stdout, stderr = proc.communicate(timeout=1500)
+    left = wait_until_gone(proc.pid)
+    assert proc.returncode == 0, stderr[-4000:]
+    run_dir = out / "faulty" / "f"
+    return {"run_dir": run_dir, "engines": pd.read_parquet(run_dir / "engines.parquet"),
+            "trials": pd.read_parquet(run_dir / "trials.parquet"),
+            "requests": pd.read_parquet(run_dir / "requests.parquet"), "stdout": stdout, "left": left}
+
+
+def _trial(trials: pd.DataFrame, *, max_model_len: int, concurrency: int) -> pd.Series:
+    rows = trials[(trials.max_model_len == max_model_len) & (trials.concurrency == concurrency)]
+    assert len(rows) == 1
+    return rows.iloc[0]
+
+
+@pytest.mark.engine
+def test_kv_cache_too_small_is_recorded_with_its_numbers(faulty):
+    engines = faulty["engines"].set_index("max_model_len")
+    refused = engines.loc[32768]
+    assert refused.status == "failed" and refused.failure_kind == "kv_cache_too_small_for_max_len"
+    numbers = json.loads(refused.failure_numbers_json)
+    per_token = kv_bytes_per_token()  # 2 (K, V) x layers (body + MTP) x KV heads x head_dim x 2 B (bf16)
+    assert numbers["max_model_len"] == 32768
+    assert numbers["needed_gib"] == round(32768 * per_token / 1024**3, 2)
+    assert numbers["available_gib"] == round(KV_BYTES / 1024**3, 2) < numbers["needed_gib"]
+    assert 0.9 * KV_BYTES / per_token <= numbers["estimated_max_len"] <= KV_BYTES / per_token
+    assert "GiB KV cache is needed" in refused.failure_reason
+    assert engines.loc[512].status == "ok"
+    failed = faulty["trials"][faulty["trials"].max_model_len == 32768]
+    assert len(failed) == 4 and (failed.failure_kind == "engine_start:kv_cache_too_small_for_max_len").all()
+
+
+@pytest.mark.engine
+def test_killed_actor_is_retried_on_a_fresh_actor(faulty):
+    first = _trial(faulty["trials"], max_model_len=512, concurrency=1)
+    retried = _trial(faulty["trials"], max_model_len=512, concurrency=2)
+    assert first.status == "ok" and first.attempts == 1
+    assert retried.status == "ok" and retried.attempts == 2
+    requests = faulty["requests"]
+    assert len(requests[requests.trial_id == retried.trial_id]) == 2  # the retry's requests, once
+
+
+@pytest.mark.engine
+def test_actor_killed_on_every_attempt_is_recorded_failed_with_the_cause(faulty):
+    dead = _trial(faulty["trials"], max_model_len=512, concurrency=3)
+    assert dead.status == "failed" and dead.failure_kind == "actor_died" and dead.attempts == 2
+    assert "ActorDiedError" in dead.failure_reason or "RayActorError" in dead.failure_reason
+    assert not (faulty["requests"].trial_id == dead.trial_id).any()
+
+
+@pytest.mark.engine
+def test_hung_trial_ends_at_the_timeout(faulty):
+    hung = _trial(faulty["trials"], max_model_len=512, concurrency=4)
+    assert hung.status == "failed" and hung.failure_kind == "timeout"
+    assert f"trial_timeout_s={float(TRIAL_TIMEOUT_S)}" in hung.failure_reason
+
+
+@pytest.mark.engine
+def test_faulty_sweep_completes_every_trial_and_leaves_no_process(faulty):
+    assert len(faulty["trials"]) == 8 and faulty["trials"].trial_id.is_unique
+    assert faulty["left"] == []
+    assert "results:" in faulty["stdout"]
+
+
+# ---- Ctrl-C, resume, nothing to do -------------------------------------------------------------
+RESUME = ["run=r", "sweep.name=resume", *SMALL, "sweep.grid.max_model_len=[512]", "sweep.grid.concurrency=[1,2,3,4]"]
+
+
+@pytest.fixture(scope="module")
+def interrupted(tmp_path_factory):
+    """Ctrl-C (SIGINT to the driver's process group) while trial c=3 hangs; then the same command twice."""
+    out = tmp_path_factory.mktemp("resume")
+    run_dir = out / "resume" / "r"
+    proc = start_cli(*RESUME, output_root=out, env={"RUNNER_FAULTS": json.dumps([{"fault": "hang", "concurrency": 3}])})
+    deadline = time.monotonic() + 900
+    while time.monotonic() < deadline and proc.poll() is None:
+        if (run_dir / "trials.parquet").exists() and pq.read_table(run_dir / "trials.parquet").num_rows >= 2:
+            break
+        time.sleep(0.5)
+    time.sleep(2)  # well inside the hung trial
+    os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
+    stdout, stderr = proc.communicate(timeout=300)
+    left = wait_until_gone(proc.pid)
+    before = pd.read_parquet(run_dir / "trials.parquet")
+    resumed = run_cli(*RESUME, output_root=out)
+    after = pd.read_parquet(run_dir / "trials.parquet")
+    again = run_cli(*RESUME, output_root=out)
+    return {"code": proc.returncode, "stderr": stderr, "left": left, "before": before, "after": after,
+            "resumed": resumed, "again": again, "final": pd.read_parquet(run_dir / "trials.parquet"),
+            "requests": pd.read_parquet(run_dir / "requests.parquet")}
+
+
+@pytest.mark.engine
+def test_ctrl_c_exits_130_keeps_finished_trials_and_stops_engines(interrupted):
+    assert interrupted["code"] == 130
+    assert "run the same command again to resume" in interrupted["stderr"]
+    before = interrupted["before"]
+    assert sorted(before.concurrency) == [1, 2] and (before.status == "ok").all()
+    assert interrupted["left"] == []
+
+
+@pytest.mark.engine
+def test_resume_runs_only_what_is_missing(interrupted):
+    before, after = interrupted["before"], interrupted["after"]
+    assert sorted(after.concurrency) == [1, 2, 3, 4] and (after.status == "ok").all()
+    kept = after.set_index("trial_id").loc[before.trial_id]
+    assert list(kept.started_at) == list(before.started_at)  # zero finished trials re-run
+    assert (after[~after.trial_id.isin(before.trial_id)].started_at > before.started_at.max()).all()
+    assert "(2 already done, 2 to run)" in interrupted["resumed"].stdout
+    assert len(interrupted["requests"]) == 1 + 2 + 3 + 4
+
+
+@pytest.mark.engine
+def test_finished_sweep_rerun_does_nothing_and_says_so(interrupted):
+    assert "nothing to do" in interrupted["again"].stdout
+    pd.testing.assert_frame_equal(interrupted["final"], interrupted["after"])
+
+
+# ---- atomic writes (no engine) -----------------------------------------------------------------
+WRITER = textwrap.dedent("""
+    import sys
+    from runner.schema import RequestRecord, TrialRecord
+    from runner.sinks.parquet import ParquetSink
+
+    sink = ParquetSink(sys.argv[1])
+    start = len(sink.rows["trials"])
+    for i in range(start, start + 100000):
+        tid = f"t-{i:06d}"
+        requests = [RequestRecord(sweep="s", run_id="r", trial_id=tid, engine_id="e", request_index=j,
+                                  output_token_ids=list(range(200))) for j in range(3)]
+        sink.write_trial(TrialRecord(model="m", sweep="s", run_id="r", trial_id=tid, engine_id="e",
+                                     workload="decode", workload_params_json="{}"), requests)
+        print(tid, flush=True)  # acknowledged: on disk
+""")
+
+
+def test_a_crash_mid_write_loses_at_most_the_trial_in_flight(tmp_path):
+    """SIGKILL a writer at arbitrary moments: every acknowledged trial survives, files stay readable,
+    and every trial on disk has its requests."""
+    acknowledged: list[str] = []
+    for round_ in range(4):
+        proc = subprocess.Popen([sys.executable, "-c", WRITER, str(tmp_path)], cwd=ROOT, stdout=subprocess.PIPE,
+                                text=True)
+        acknowledged += [proc.stdout.readline().strip() for _ in range(5 + 7 * round_)]
+        proc.kill()
+        acknowledged += [line.strip() for line in proc.stdout.read().splitlines()]
+        proc.wait()
+        trials = pq.read_table(tmp_path / "trials.parquet").to_pandas()
+        requests = pq.read_table(tmp_path / "requests.parquet").to_pandas()
+        on_disk = set(trials.trial_id)
+        assert set(acknowledged) <= on_disk
+        assert len(on_disk - set(acknowledged)) <= 1  # the one in flight, written but not yet acknowledged
+        counts = requests.groupby("trial_id").size()
+        assert all(counts.get(t, 0) == 3 for t in on_disk)
+
+
+# ---- pure scheduling helpers (no Ray) ----------------------------------------------------------
+def _plan(*, tps_and_trials):
+    from runner.plan.grid import EngineConfig, Plan, Trial
+    from runner.schema import EngineSettings
+
+    engines, trials = [], []
+    for i, (tp, n) in enumerate(tps_and_trials):
+        engine = EngineConfig(engine_id=f"e{i}", settings=EngineSettings(model="m", tensor_parallel_size=tp),
+                              engine_args={})
+        engines.append(engine)
+        trials += [Trial(trial_id=f"t{i}-{j}", engine_id=engine.engine_id, workload="decode", params={})
+                   for j in range(n)]
+    return Plan(sweep="s", engines=engines, trials=trials)
+
+
+def test_longest_group_first_and_tp_groups_take_their_gpus():
+    from runner.execution.scheduler import engine_for_actor, layout, pending_groups, units_needed
+
+    plan = _plan(tps_and_trials=[(1, 1), (1, 5), (2, 3)])
+    assert [g.engine.engine_id for g in pending_groups(plan, skip_trial_ids={"t1-0"})] == ["e1", "e2", "e0"]
+    assert layout(plan, device="cuda", units=4) == [["e1"], ["e2"], ["e2"], ["e0"]]
+    assert units_needed(plan.engines[2], device="cuda") == 2 and units_needed(plan.engines[2], device="cpu") == 1
+    assert engine_for_actor(plan.engines[2]).engine_args == {"distributed_executor_backend": "mp"}
+    assert engine_for_actor(plan.engines[0]).engine_args == {}
+
+
+def test_actor_env_unsets_the_process_wide_kv_size_for_a_per_engine_one():
+    from runner.execution.scheduler import actor_env
+
+    plan = _plan(tps_and_trials=[(1, 1)])
+    engine = plan.engines[0].__class__(engine_id="e", settings=plan.engines[0].settings,
+                                       engine_args={"kv_cache_memory_bytes": 1 << 24})
+    env = actor_env(base={"VLLM_CPU_KVCACHE_SPACE": "1"}, engine=engine, environ={"RUNNER_FAULTS": "[]"})
+    assert env == {"VLLM_CPU_KVCACHE_SPACE": None, "RUNNER_FAULTS": "[]"}
+    assert actor_env(base={"VLLM_CPU_KVCACHE_SPACE": "1"}, engine=plan.engines[0], environ={}) == {
+        "VLLM_CPU_KVCACHE_SPACE": "1"}
+
+
+def test_cluster_capacity():
+    from runner.execution.scheduler import cluster_capacity
+
+    assert cluster_capacity(cluster={"cpu_engine_slots": 2}, device="cpu", resources={}).device_units == 2
+    gpu = cluster_capacity(cluster={}, device="cuda", resources={"GPU": 8.0})
+    assert (gpu.device_units, gpu.max_parallel_engines) == (8, 8)
+    assert cluster_capacity(cluster={"max_parallel_engines": 3}, device="cuda",
+                            resources={"GPU": 8}).max_parallel_engines == 3
+
+
+def test_fault_hook_matches_named_trials_and_attempts_only():
+    from runner.execution.failures import injected_fault
+    from runner.plan.grid import Trial
+
+    trial = Trial(trial_id="t1", engine_id="e", workload="decode", params={}, concurrency=2)
+    spec = json.dumps([{"fault": "kill", "concurrency": 2}, {"fault": "hang", "trial_id": "t1", "attempts": [2]}])
+    assert injected_fault(trial=trial, attempt=1, spec=spec) == "kill"
+    assert injected_fault(trial=trial, attempt=2, spec=spec) == "hang"
+    assert injected_fault(trial=trial, attempt=3, spec=spec) is None
+    assert injected_fault(trial=trial, attempt=1, spec="") is None
+    with pytest.raises(ValueError, match="unknown fault"):
+        injected_fault(trial=trial, attempt=1, spec='[{"fault": "explode"}]')
