@@ -84,11 +84,13 @@ def describe_plan(plan: Plan, *, done: set[str], parallel: int) -> str:
 
 
 def execution_env(engine: dict) -> dict[str, str]:
-    env = {"NCCL_NVLS_ENABLE": "0", "TOKENIZERS_PARALLELISM": "false"}
+    # NVLink multicast stays off in every process (it can take a shared host's GPUs out of service).
+    env = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1",
+           "TOKENIZERS_PARALLELISM": "false"}
     if engine.get("device") == "cpu" and engine.get("cpu_kvcache_space_gib"):
         env["VLLM_CPU_KVCACHE_SPACE"] = str(engine["cpu_kvcache_space_gib"])
     for name in ("VLLM_USE_FLASHINFER_SAMPLER", "RUNNER_CACHE_DIR", "PYTHONPATH", "VLLM_CPU_OMP_THREADS_BIND",
-                 "NCCL_NVLS_ENABLE", "VLLM_LOGGING_LEVEL"):
+                 "NCCL_NVLS_ENABLE", "VLLM_LOGGING_LEVEL", "OMP_NUM_THREADS"):
         if name in os.environ:
             env[name] = os.environ[name]
     return env
@@ -168,7 +170,11 @@ def _write_report(run_dir: Path) -> None:
         from runner.report.build import write_report
     except ImportError:
         return
-    write_report(run_dirs=[run_dir], out_dir=run_dir, echo=True)
+    try:
+        write_report(run_dirs=[run_dir], out_dir=run_dir, echo=True)
+    except Exception as exc:  # the results are already on disk; a report bug must not fail the sweep
+        print(f"warning: report failed ({type(exc).__name__}: {exc}); retry: python -m runner.report {run_dir}",
+              file=sys.stderr)
 
 
 def _execute(*, plan: Plan, inputs: SweepInputs, sink, run_dir: Path, done: set[str], todo: int) -> int:
