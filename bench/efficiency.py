@@ -1,0 +1,172 @@
+"""Efficiency: the same small grid run by the runner and by `vllm bench sweep serve`.
+
+    python bench/efficiency.py [--repeats 1]
+
+Grid: spec off / mtp:1 / mtp:2 (three engine configurations) × concurrency {1, 4},
+decode 128 in / 64 out, 4 requests per session (c=1: 4 requests, c=4: 16), the
+embedded model, eager, max_model_len=1024, max_num_seqs=32, prefix caching on
+(reset between trials on both sides). The arms alternate per repeat.
+
+  runner: `python -m runner ...` (one engine load per configuration, trials on it)
+  vLLM:   `vllm bench sweep serve --serve-cmd "vllm serve ..." --bench-cmd "vllm bench serve ..."
+           --serve-params <3 configs> --bench-params <2 concurrencies> --num-runs 1`
+
+Prints both wall times and their ratio, the engine loads each made, and where
+the runner's wall time went: engine loads, trials, and the rest (the device idle
+outside engine loads), from engines.parquet (load_s, started_at) and
+trials.parquet (started_at, duration_s).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shlex
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import common  # noqa: E402
+
+INPUT_LEN, OUTPUT_LEN, REQUESTS_PER_SESSION = 128, 64, 4
+CONCURRENCY = (1, 4)
+SPEC_ARMS = (("off", 0), ("mtp", 1), ("mtp", 2))
+MAX_NUM_SEQS, MAX_MODEL_LEN = 32, 1024
+PORT = 8766
+
+
+def runner_overrides(model: common.Model, *, spec_ks=(1, 2), concurrency=CONCURRENCY, slots: int = 1) -> list[str]:
+    return [*common.runner_model_overrides(model), "sweep.grid.spec_method=[off,mtp]",
+            f"sweep.grid.num_speculative_tokens=[{','.join(map(str, spec_ks))}]",
+            "sweep.grid.enable_prefix_caching=[true]", f"sweep.grid.max_model_len=[{MAX_MODEL_LEN}]",
+            "sweep.grid.gpu_memory_utilization=[0.9]", f"sweep.grid.concurrency=[{','.join(map(str, concurrency))}]",
+            "sweep.repeats=1", f"workload.decode.input_len={INPUT_LEN}", f"workload.decode.output_len={OUTPUT_LEN}",
+            f"workload.decode.requests_per_session={REQUESTS_PER_SESSION}",
+            f"engine.args.max_num_seqs={MAX_NUM_SEQS}", "engine.args.enforce_eager=true", "engine.args.seed=0",
+            "engine.cpu_kvcache_space_gib=1", f"cluster.cpu_engine_slots={slots}"]
+
+
+def _union_length(intervals: list[tuple[float, float]]) -> float:
+    total, end = 0.0, float("-inf")
+    for a, b in sorted(intervals):
+        if b > end:
+            total += b - max(a, end)
+            end = b
+    return total
+
+
+def runner_timeline(*, data: dict, started_at: float, wall_s: float) -> dict:
+    """Where the runner's wall time went (union of intervals, so parallel engines count once)."""
+    engines, trials = data["engines"], data["trials"]
+    loads = [(r.started_at - r.load_s, r.started_at) for r in engines.itertuples() if r.load_s == r.load_s]
+    runs = [(r.started_at, r.started_at + r.duration_s) for r in trials.itertuples() if r.duration_s == r.duration_s]
+    busy = _union_length(loads + runs)
+    load_s = _union_length(loads)
+    first_load = min(a for a, _ in loads) if loads else started_at
+    last_trial = max(b for _, b in runs) if runs else started_at + wall_s
+    return {
+        "wall_s": wall_s,
+        "engine_loads": len(engines),
+        "distinct_engine_configs": int(engines["engine_id"].nunique()) if len(engines) else 0,
+        "trials": len(trials),
+        "trials_ok": int((trials["status"] == "ok").sum()) if len(trials) else 0,
+        "load_s": load_s,
+        "trial_s": _union_length(runs),
+        "idle_outside_loads_s": wall_s - busy,
+        "idle_share": (wall_s - busy) / wall_s,
+        "before_first_load_s": first_load - started_at,
+        "after_last_trial_s": started_at + wall_s - last_trial,
+        "load_s_each": [round(b - a, 2) for a, b in loads],
+    }
+
+
+def arm_runner(*, model, out: Path, rep: int, sweep: str = "efficiency", overrides: list[str] | None = None) -> dict:
+    run = f"rep{rep}"
+    ran = common.run_logged(common.runner_cmd(output_root=out / "runner", sweep=sweep, run=run,
+                                              overrides=overrides or runner_overrides(model)),
+                            log=out / f"runner-{sweep}-{run}.log")
+    data = common.read_run(out / "runner" / sweep / run)
+    return runner_timeline(data=data, started_at=ran.started_at, wall_s=ran.wall_s)
+
+
+def sweep_files(*, model, out: Path) -> tuple[Path, Path]:
+    serve = []
+    for method, k in SPEC_ARMS:
+        item = {"_benchmark_name": "off" if method == "off" else f"{method}{k}"}
+        if method != "off":
+            item["speculative_config"] = {"method": method, "num_speculative_tokens": k}
+        serve.append(item)
+    bench = [{"_benchmark_name": f"c{c}", "max_concurrency": c, "num_prompts": c * REQUESTS_PER_SESSION}
+             for c in CONCURRENCY]
+    serve_path, bench_path = out / "serve_params.json", out / "bench_params.json"
+    serve_path.write_text(json.dumps(serve, indent=2))
+    bench_path.write_text(json.dumps(bench, indent=2))
+    return serve_path, bench_path
+
+
+def arm_vllm_sweep(*, model, out: Path, rep: int) -> dict:
+    serve_params, bench_params = sweep_files(model=model, out=out)
+    vllm = str(common.VLLM_WRAPPER)  # ends with "vllm": the sweep then resets caches through the server
+    serve_cmd = [vllm, "serve", model.path, "--host", "127.0.0.1", "--port", str(PORT), "--load-format",
+                 model.load_format, "--enforce-eager", "--max-num-seqs", str(MAX_NUM_SEQS), "--max-model-len",
+                 str(MAX_MODEL_LEN), "--seed", "0", "--enable-prefix-caching", "--gpu-memory-utilization", "0.9",
+                 "--disable-uvicorn-access-log"]
+    bench_cmd = [vllm, "bench", "serve", "--backend", "vllm", "--base-url", f"http://127.0.0.1:{PORT}", "--model",
+                 model.path, "--tokenizer", model.path, "--dataset-name", "random", "--random-input-len",
+                 str(INPUT_LEN), "--random-output-len", str(OUTPUT_LEN), "--ignore-eos", "--temperature", "0",
+                 "--request-rate", "inf"]
+    cmd = common.vllm_cmd("bench", "sweep", "serve", "--serve-cmd", shlex.join(serve_cmd), "--bench-cmd",
+                          shlex.join(bench_cmd), "--serve-params", str(serve_params), "--bench-params",
+                          str(bench_params), "--num-runs", "1", "--server-ready-timeout", "1500", "--show-stdout",
+                          "-o", str(out / "vllm-sweep"), "-e", f"rep{rep}")
+    ran = common.run_logged(cmd, log=out / f"vllm-sweep-rep{rep}.log")
+    text = ran.log.read_text(errors="replace")
+    runs = sorted((out / "vllm-sweep" / f"rep{rep}").rglob("run=0.json"))
+    return {"wall_s": ran.wall_s, "engine_loads": text.count("[BEGIN SERVER]"), "trials": len(runs),
+            "init_engine_s": [float(x) for x in re.findall(r"init engine .*? took ([\d.]+) s", text)]}
+
+
+def report(results: dict) -> None:
+    r, v = results["runner"], results["vllm_sweep"]
+    print("\n=== efficiency: 3 engine configs (spec off, mtp:1, mtp:2) × concurrency {1,4}, 128 in / 64 out ===")
+    r_wall = common.median([x["wall_s"] for x in r])
+    v_wall = common.median([x["wall_s"] for x in v])
+    print(f"runner wall                  {r_wall:.1f} s  {[round(x['wall_s'], 1) for x in r]}")
+    print(f"vllm bench sweep serve wall  {v_wall:.1f} s  {[round(x['wall_s'], 1) for x in v]}")
+    pair = common.median([x["wall_s"] / y["wall_s"] for x, y in zip(r, v)])
+    print(f"RATIO runner / vllm bench sweep serve wall = {pair:.3f} (median of paired repeats)  target ≤ 0.5")
+    print(f"engine loads: runner {[x['engine_loads'] for x in r]} (distinct configs "
+          f"{[x['distinct_engine_configs'] for x in r]}), vllm bench sweep serve {[x['engine_loads'] for x in v]}; "
+          f"trials: runner {[x['trials_ok'] for x in r]}, vllm {[x['trials'] for x in v]}")
+    for x in r:
+        print(f"runner time: loads {x['load_s']:.1f} s {x['load_s_each']}, trials {x['trial_s']:.1f} s, "
+              f"idle outside loads {x['idle_outside_loads_s']:.1f} s = SHARE {x['idle_share']:.1%} of wall "
+              f"(before first load {x['before_first_load_s']:.1f} s, after last trial "
+              f"{x['after_last_trial_s']:.1f} s, between {x['idle_outside_loads_s'] - x['before_first_load_s'] - x['after_last_trial_s']:.1f} s)")
+    for x in v:
+        print(f"vllm sweep: engine init (profile, KV, warm-up) per server {x['init_engine_s']}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=1)
+    args = parser.parse_args()
+    out = common.out_dir("efficiency")
+    model = common.tiny_model()
+    results = {"machine_before": common.print_machine("efficiency"), "runner": [], "vllm_sweep": []}
+    for rep in range(args.repeats):
+        print(f"-- repeat {rep + 1}/{args.repeats}", flush=True)
+        # Alternate which arm goes first so a trend in machine load does not favour one.
+        arms = [("runner", arm_runner), ("vllm_sweep", arm_vllm_sweep)]
+        for name, arm in (arms if rep % 2 == 0 else arms[::-1]):
+            results[name].append(arm(model=model, out=out, rep=rep))
+            common.save_json(out / "efficiency.json", results)
+    results["machine_after"] = common.print_machine("efficiency")
+    common.save_json(out / "efficiency.json", results)
+    report(results)
+    print(f"\nfiles: {out}")
+
+
+if __name__ == "__main__":
+    main()
