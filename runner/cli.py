@@ -177,6 +177,28 @@ def _write_report(run_dir: Path) -> None:
               file=sys.stderr)
 
 
+def _prepare_builtin_model(model: dict) -> None:
+    """On a local cluster, build (and train) the embedded model here, in view, before any engine waits on it.
+
+    Actors on other nodes still build their own copy; this moves the first-use cost out of an engine's
+    start-up timeout and onto the terminal, where the user sees it.
+    """
+    if model.get("builtin") != "tiny_mtp":
+        return
+    from runner.models.tiny import _has_trained_weights, tiny_model_dir
+
+    trained = (model.get("weights") or "trained") == "trained" and model.get("load_format") != "dummy"
+    folder = tiny_model_dir()
+    if (folder / "config.json").exists() and (not trained or _has_trained_weights(folder)):
+        return
+    print("preparing the embedded model (first use only; training takes a few minutes on CPU) ...", flush=True)
+    started = time.perf_counter()
+    from runner.models.source import resolve_model_source
+
+    resolve_model_source(model)
+    print(f"model ready in {time.perf_counter() - started:.0f} s: {folder}", flush=True)
+
+
 def _execute(*, plan: Plan, inputs: SweepInputs, sink, run_dir: Path, done: set[str], todo: int) -> int:
     from tqdm import tqdm
 
@@ -184,6 +206,8 @@ def _execute(*, plan: Plan, inputs: SweepInputs, sink, run_dir: Path, done: set[
     from runner.sinks.tracking import open_tracker
 
     device = inputs.engine.get("device", "cpu")
+    if not inputs.cluster.get("address"):
+        _prepare_builtin_model(inputs.model)
     capacity = start_ray(inputs.cluster, device=device)
     execution = inputs.execution
     settings = ExecutionSettings(device=device, max_parallel_engines=capacity.max_parallel_engines,

@@ -49,6 +49,7 @@ class _Group:
     deadline: float = 0.0
     attempts: dict = field(default_factory=dict)
     restarts: int = 0
+    slot: Optional[int] = None  # CPU engine slot, for core binding
 
 
 class Interrupted(Exception):
@@ -84,8 +85,16 @@ class Scheduler:
 
     def _new_actor(self, group: _Group) -> None:
         cls = self._actor_class(group.engine)
-        group.actor = cls.remote(env=actor_env(base=self.settings.env, engine=group.engine), keys=self.keys,
-                                 slo=self.settings.slo)
+        env = actor_env(base=self.settings.env, engine=group.engine)
+        if self.settings.device == "cpu" and self.settings.max_parallel_engines > 1 \
+                and "VLLM_CPU_OMP_THREADS_BIND" not in env:
+            # Every CPU engine would otherwise pin its threads to the same cores.
+            if group.slot is None:
+                taken = {g.slot for g in self.active if g is not group}
+                group.slot = next(i for i in range(len(taken) + 1) if i not in taken)
+            env["VLLM_CPU_OMP_THREADS_BIND"] = cpu_binding(slot=group.slot, cores_per_engine=self.settings.cpus_per_engine,
+                                                           total_cores=os.cpu_count() or 1)
+        group.actor = cls.remote(env=env, keys=self.keys, slo=self.settings.slo)
         # The model config, not a path: the actor's node resolves (builds or finds) its own copy.
         group.ref = group.actor.start.remote(engine=engine_for_actor(group.engine), model=dict(self.model_cfg))
         group.kind, group.trial = "start", None
@@ -289,6 +298,14 @@ def engine_for_actor(engine: EngineConfig) -> EngineConfig:
     if engine.settings.tensor_parallel_size > 1 and "distributed_executor_backend" not in engine.engine_args:
         return dataclasses.replace(engine, engine_args={**engine.engine_args, "distributed_executor_backend": "mp"})
     return engine
+
+
+def cpu_binding(*, slot: int, cores_per_engine: float, total_cores: int) -> str:
+    """vLLM's VLLM_CPU_OMP_THREADS_BIND for one CPU engine slot: its own run of cores, e.g. "2-3"."""
+    width = max(1, int(cores_per_engine))
+    first = (slot * width) % max(1, total_cores)
+    last = min(first + width, total_cores) - 1
+    return str(first) if first == last else f"{first}-{last}"
 
 
 def actor_env(*, base: dict, engine: EngineConfig, environ: Optional[dict] = None) -> dict:
