@@ -43,7 +43,7 @@ class SweepInputs:
             # YAML reads a bare `off` as false.
             grid["spec_method"] = ["off" if m is False or m is None else m for m in _listify(grid["spec_method"])]
         return cls(sweep_name=c["sweep"]["name"], run=str(c["run"]), model=c["model"], engine=c["engine"],
-                   grid=c["sweep"].get("grid") or {}, engine_axes=c["sweep"].get("engine_axes") or {},
+                   grid=grid, engine_axes=c["sweep"].get("engine_axes") or {},
                    workloads=c.get("workload") or {}, spec_extra=c.get("spec") or {},
                    repeats=int(c["sweep"].get("repeats", 1)), cluster=c.get("cluster") or {},
                    tracking=c.get("tracking") or {}, execution=c.get("execution") or {},
@@ -68,7 +68,7 @@ def make_plan(inputs: SweepInputs, *, check_engine_args: bool = True) -> Plan:
 
 
 def describe_plan(plan: Plan, *, done: set[str], parallel: int) -> str:
-    from runner.execution.scheduler import _engine_label
+    from runner.execution.scheduler import engine_label
 
     lines = [f"plan: {len(plan.engines)} engine configs, {len(plan.trials)} trials "
              f"({len(plan.trials) - len(done & {t.trial_id for t in plan.trials})} to run), "
@@ -76,7 +76,7 @@ def describe_plan(plan: Plan, *, done: set[str], parallel: int) -> str:
     for engine in plan.engines:
         trials = plan.trials_of(engine.engine_id)
         todo = sum(t.trial_id not in done for t in trials)
-        lines.append(f"  {_engine_label(engine)}: {len(trials)} trials, {todo} to run")
+        lines.append(f"  {engine_label(engine)}: {len(trials)} trials, {todo} to run")
         for t in trials[:50]:
             mark = "done" if t.trial_id in done else "todo"
             lines.append(f"      [{mark}] {t.trial_id} {t.workload} c={t.concurrency} r={t.repeat} {t.params_json}")
@@ -185,12 +185,12 @@ def _prepare_builtin_model(model: dict) -> None:
     """
     if model.get("builtin") != "tiny_mtp":
         return
-    from runner.models.tiny import _has_trained_weights, tiny_model_dir
+    from runner.models.source import tiny_weights
+    from runner.models.tiny import tiny_model_dir, tiny_model_ready
 
-    trained = (model.get("weights") or "trained") == "trained" and model.get("load_format") != "dummy"
-    folder = tiny_model_dir()
-    if (folder / "config.json").exists() and (not trained or _has_trained_weights(folder)):
+    if tiny_model_ready(weights=tiny_weights(model)):
         return
+    folder = tiny_model_dir()
     print("preparing the embedded model (first use only; training takes a few minutes on CPU) ...", flush=True)
     started = time.perf_counter()
     from runner.models.source import resolve_model_source
@@ -228,7 +228,6 @@ def _execute(*, plan: Plan, inputs: SweepInputs, sink, run_dir: Path, done: set[
     try:
         scheduler.run(skip_trial_ids=done)
     except Interrupted:
-        progress.close()
         print(f"\ninterrupted: finished trials are in {run_dir}; run the same command again to resume",
               file=sys.stderr)
         return 130

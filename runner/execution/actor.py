@@ -17,7 +17,7 @@ from runner.execution.engine import EngineHost, ModelSource, host_class
 from runner.execution.failures import fault_point, parse_startup_failure
 from runner.measurement import counters
 from runner.measurement.metrics import Slo
-from runner.measurement.records import RunKeys, failed_trial_row, request_rows, trial_row, with_start_offsets
+from runner.measurement.records import RunKeys, failed_trial_row, request_rows, trial_row
 from runner.measurement.workloads import workload_class
 from runner.measurement.workloads.base import TrialContext
 from runner.plan.grid import EngineConfig, Trial
@@ -122,13 +122,13 @@ class EngineActor:
                         measured_phases=params.measured_phases(), duration_s=duration, started_at=started_at,
                         counter_deltas=counters.delta_metrics(before, after), kv_usage_peak=peak[0],
                         slo=self.slo, attempts=attempt)
-        reqs = request_rows(keys=self.keys, trial_id=trial.trial_id, engine_id=trial.engine_id, results=results)
-        with_start_offsets(reqs, results, t0=t0)
+        reqs = request_rows(keys=self.keys, trial_id=trial.trial_id, engine_id=trial.engine_id, results=results,
+                            t0=t0)
         return TrialResult(trial=row, requests=reqs)
 
     async def _sample_kv_usage(self, peak: list[float]) -> None:
         while True:
-            usage = counters.snapshot().gauges.get(counters.KV_USAGE)
+            usage = counters.gauge(counters.KV_USAGE)
             if usage is not None:
                 peak[0] = max(peak[0], usage)
             await asyncio.sleep(KV_SAMPLE_EVERY_S)

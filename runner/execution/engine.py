@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import itertools
-import json
 import os
 import socket
 import time
@@ -13,8 +12,6 @@ from runner.measurement.metrics import Timeline
 from runner.measurement.workloads.base import RequestResult
 from runner.plan.grid import EngineConfig
 from runner.plan.spec_methods import speculative_config
-
-GIB = 1024**3
 
 
 @dataclass(kw_only=True)
@@ -65,6 +62,7 @@ class EngineHost:
         self.vocab_size = model.vocab_size
         self.first_token_id = model.first_token_id
         self._llm = None
+        self._tokenizer = None
         self._ids = itertools.count()
 
     async def start(self) -> dict:
@@ -143,7 +141,7 @@ class EngineHost:
 
     def encode_text(self, text: str) -> list[int]:
         """Text → token ids with the model's tokenizer (for text prompt sources), no special tokens."""
-        if getattr(self, "_tokenizer", None) is None:
+        if self._tokenizer is None:
             from transformers import AutoTokenizer
 
             self._tokenizer = AutoTokenizer.from_pretrained(self.model.tokenizer or self.model.path)
@@ -254,7 +252,3 @@ def _engine_side(final) -> dict:
         out["spec_acceptance_rate"] = getattr(spec, "acceptance_rate", None)
         out["spec_mean_acceptance_length"] = getattr(spec, "mean_acceptance_length", None)
     return out
-
-
-def describe(kwargs: dict) -> str:
-    return json.dumps(kwargs, sort_keys=True, default=str)

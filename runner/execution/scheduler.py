@@ -110,7 +110,7 @@ class Scheduler:
         group.kind, group.trial = "trial", trial
         group.deadline = time.monotonic() + self.settings.trial_timeout_s
         if self.progress is not None:
-            self.progress.set_postfix_str(_engine_label(group.engine), refresh=True)
+            self.progress.set_postfix_str(engine_label(group.engine), refresh=True)
         return True
 
     def _save_log(self, group: _Group) -> Optional[str]:
@@ -165,6 +165,13 @@ class Scheduler:
                                reason=reason, attempts=group.attempts.get(trial.trial_id, 1))
         self._record_trial(row, [])
 
+    def _fail_engine(self, group: _Group, *, kind: str, reason: str, **columns) -> None:
+        """A failed start is a result: one failed engine row, and each of its trials failed with the reason."""
+        self._write_engine(self._engine_record(group, status="failed", failure_kind=kind, failure_reason=reason,
+                                               started_at=time.time(), **columns))
+        while group.trials:
+            self._fail_trial(group, group.trials.popleft(), kind=f"engine_start:{kind}", reason=reason)
+
     def _on_start(self, group: _Group, result) -> bool:
         log_file = self._save_log(group)
         if result.ok:
@@ -173,13 +180,8 @@ class Scheduler:
                                              k: v for k, v in result.columns.items() if k != "device_kind"})
             self._write_engine(record)
             return self._next_trial(group)
-        record = self._engine_record(group, status="failed", failure_kind=result.failure_kind,
-                                     failure_reason=result.failure_reason, log_file=log_file,
-                                     failure_numbers_json=json.dumps(result.failure_numbers), started_at=time.time())
-        self._write_engine(record)
-        while group.trials:
-            trial = group.trials.popleft()
-            self._fail_trial(group, trial, kind=f"engine_start:{result.failure_kind}", reason=result.failure_reason)
+        self._fail_engine(group, kind=result.failure_kind, reason=result.failure_reason, log_file=log_file,
+                          failure_numbers_json=json.dumps(result.failure_numbers))
         return False
 
     def _on_actor_lost(self, group: _Group, error: str) -> bool:
@@ -193,11 +195,7 @@ class Scheduler:
             else:
                 self._fail_trial(group, trial, kind="actor_died", reason=error[:600])
         elif group.kind == "start":
-            record = self._engine_record(group, status="failed", failure_kind="actor_died_during_start",
-                                         failure_reason=error[:600], started_at=time.time())
-            self._write_engine(record)
-            while group.trials:
-                self._fail_trial(group, group.trials.popleft(), kind="engine_start:actor_died", reason=error[:600])
+            self._fail_engine(group, kind="actor_died_during_start", reason=error[:600])
             return False
         if not group.trials:
             return False
@@ -232,13 +230,8 @@ class Scheduler:
                 self._new_actor(group)
                 return True
             return False
-        record = self._engine_record(group, status="failed", failure_kind="start_timeout",
-                                     failure_reason=f"engine did not start within {self.settings.start_timeout_s} s",
-                                     started_at=time.time())
-        self._write_engine(record)
-        while group.trials:
-            self._fail_trial(group, group.trials.popleft(), kind="engine_start:start_timeout",
-                             reason=record.failure_reason)
+        self._fail_engine(group, kind="start_timeout",
+                          reason=f"engine did not start within {self.settings.start_timeout_s} s")
         return False
 
     # ---- loop --------------------------------------------------------------------------------
@@ -426,7 +419,7 @@ def signals_deferred():
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
-def _engine_label(engine: EngineConfig) -> str:
+def engine_label(engine: EngineConfig) -> str:
     s = engine.settings
     spec = "off" if s.spec_method == "off" else f"{s.spec_method}:{s.num_speculative_tokens}"
     return f"{engine.engine_id} spec={spec} pc={'on' if s.enable_prefix_caching else 'off'} " \

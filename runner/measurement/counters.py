@@ -41,6 +41,21 @@ def snapshot() -> CounterSnapshot:
     return snap
 
 
+def gauge(name: str) -> Optional[float]:
+    """One gauge's current value (the largest over its labels), without collecting every metric.
+
+    Sampled during trials, so it must stay cheap: it reads only that metric's collector where
+    prometheus_client exposes it, and falls back to a full snapshot elsewhere.
+    """
+    from prometheus_client import REGISTRY
+
+    collector = getattr(REGISTRY, "_names_to_collectors", {}).get(name)
+    if collector is None:
+        return snapshot().gauges.get(name)
+    values = [s.value for metric in collector.collect() for s in metric.samples if s.name == name]
+    return max(values) if values else None
+
+
 def _delta(before: CounterSnapshot, after: CounterSnapshot, name: str) -> Optional[float]:
     if name not in after.scalars:
         return None

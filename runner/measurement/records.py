@@ -17,7 +17,8 @@ class RunKeys:
 
 
 def request_rows(*, keys: RunKeys, trial_id: str, engine_id: str, results: Sequence[RequestResult],
-                 keep_token_ids: bool = True) -> list[RequestRecord]:
+                 t0: float = 0.0, keep_token_ids: bool = True) -> list[RequestRecord]:
+    """One row per request; `t0` is the trial's start on the same clock as the timelines."""
     rows = []
     for i, r in enumerate(results):
         t = r.timeline
@@ -25,7 +26,7 @@ def request_rows(*, keys: RunKeys, trial_id: str, engine_id: str, results: Seque
             sweep=keys.sweep, run_id=keys.run_id, trial_id=trial_id, engine_id=engine_id, request_index=i,
             session=r.session, turn=r.turn, phase=r.phase, prompt_tokens=r.prompt_tokens,
             output_tokens=t.output_tokens, cached_tokens=r.cached_tokens,
-            start_offset_s=0.0, ttft_s=ttft(t), e2e_s=e2e(t), tpot_s=tpot(t),
+            start_offset_s=t.sent_at - t0 if t0 else 0.0, ttft_s=ttft(t), e2e_s=e2e(t), tpot_s=tpot(t),
             itl_s=inter_token_latencies(t), chunk_sizes=list(t.chunk_sizes),
             engine_queue_s=r.engine_queue_s, engine_ttft_s=r.engine_ttft_s,
             spec_acceptance_rate=r.spec_acceptance_rate, spec_mean_acceptance_length=r.spec_mean_acceptance_length,
@@ -34,11 +35,6 @@ def request_rows(*, keys: RunKeys, trial_id: str, engine_id: str, results: Seque
             error=r.error,
         ))
     return rows
-
-
-def with_start_offsets(rows: list[RequestRecord], results: Sequence[RequestResult], *, t0: float) -> None:
-    for row, r in zip(rows, results):
-        row.start_offset_s = r.timeline.sent_at - t0
 
 
 def trial_row(*, keys: RunKeys, trial, settings: EngineSettings, results: Sequence[RequestResult],

@@ -7,14 +7,18 @@ from pathlib import Path
 from runner.execution.engine import ModelSource
 
 
+def tiny_weights(model_cfg: dict) -> str:
+    """Trained weights unless told otherwise; dummy weights need no training (and no file)."""
+    return model_cfg.get("weights") or ("dummy" if model_cfg.get("load_format") == "dummy" else "trained")
+
+
 def resolve_model_source(model_cfg: dict) -> ModelSource:
     builtin = model_cfg.get("builtin")
     load_format = model_cfg.get("load_format", "auto")
     if builtin == "tiny_mtp":
         from runner.models.tiny import ensure_tiny_model
 
-        # Trained weights unless told otherwise; dummy weights need no training (and no file).
-        weights = model_cfg.get("weights") or ("dummy" if load_format == "dummy" else "trained")
+        weights = tiny_weights(model_cfg)
         if weights == "dummy":
             load_format = "dummy"
         path = str(ensure_tiny_model(weights=weights))

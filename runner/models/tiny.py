@@ -182,7 +182,7 @@ def ensure_tiny_model(*, cache_dir: Path | None = None, spec: TinyModelSpec = Ti
     if weights not in ("trained", "dummy"):
         raise ValueError(f"unknown weights {weights!r}; valid: trained, dummy (fix: model.weights=trained)")
     out_dir = tiny_model_dir(cache_dir=cache_dir, spec=spec)
-    if (out_dir / "config.json").exists() and (weights == "dummy" or _has_trained_weights(out_dir)):
+    if tiny_model_ready(cache_dir=cache_dir, spec=spec, weights=weights):
         return out_dir
     with _file_lock(out_dir.parent / f".{out_dir.name}.lock"):
         if not (out_dir / "config.json").exists():
@@ -192,6 +192,13 @@ def ensure_tiny_model(*, cache_dir: Path | None = None, spec: TinyModelSpec = Ti
 
             train_into(model_dir=out_dir)
     return out_dir
+
+
+def tiny_model_ready(*, cache_dir: Path | None = None, spec: TinyModelSpec = TinyModelSpec(),
+                     weights: str = "trained") -> bool:
+    """Whether `ensure_tiny_model` would return at once (nothing to build or train)."""
+    out_dir = tiny_model_dir(cache_dir=cache_dir, spec=spec)
+    return (out_dir / "config.json").exists() and (weights == "dummy" or _has_trained_weights(out_dir))
 
 
 def _has_trained_weights(model_dir: Path) -> bool:
