@@ -1,0 +1,67 @@
+"""Engine labels that tell every engine of a plan apart (plan print, progress bar, summary, report, W&B). Pure.
+
+A label is the speculative arm, then each setting in which the engines being shown differ, and nothing they
+share: two engines that differ only in an `engine_axes` value (kv_cache_dtype=auto vs fp8) get two labels.
+"""
+from __future__ import annotations
+
+import json
+from typing import Optional, Sequence
+
+from runner.schema import EngineSettings
+
+# Settings of EngineSettings (beyond the spec arm) in label order, with their short names.
+_SHORT = {"enable_prefix_caching": "pc", "gpu_memory_utilization": "mem", "max_model_len": "len",
+          "tensor_parallel_size": "tp", "model": "model"}
+# A key one engine passes through engine_args and another does not.
+UNSET = "unset"
+
+
+def spec_arm_label(method: str, k: int) -> str:
+    """"off", "mtp:2", "ngram:3" (off takes no k)."""
+    method = "off" if method in (None, False, "off") else str(method)
+    return "off" if method == "off" else f"{method}:{int(k)}"
+
+
+def _text(value) -> str:
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+    return str(value)
+
+
+def _parts(s: EngineSettings) -> dict[str, str]:
+    """Every labelled setting of one engine, `name → text`, in label order (spec arm excluded)."""
+    parts = {short: _text(getattr(s, name)) for name, short in _SHORT.items()}
+    try:
+        args = json.loads(s.engine_args_json or "{}")
+    except ValueError:
+        args = {"engine_args_json": s.engine_args_json}
+    for key in sorted(args):
+        parts[key] = _text(args[key])
+    return parts
+
+
+def engine_labels(settings: Sequence[EngineSettings], *, apis: Optional[Sequence[str]] = None) -> list[str]:
+    """Same order as given. Each label: the spec arm ("off", "mtp:2", "ngram:3"), then every other setting in
+    which these engines differ (pc=on/off, mem=0.9, len=1024, and any engine_args_json key, e.g.
+    kv_cache_dtype=fp8), and nothing they share. `apis` (one per engine, optional) adds api=offline where the
+    same settings run under two APIs."""
+    parts = [_parts(s) for s in settings]
+    if apis is not None:
+        for p, api in zip(parts, apis):
+            p["api"] = str(api)
+    names: list[str] = []
+    for p in parts:
+        names += [n for n in p if n not in names]
+    differing = [n for n in names if len({p.get(n, UNSET) for p in parts}) > 1]
+    return [" ".join([spec_arm_label(s.spec_method, s.num_speculative_tokens)]
+                     + [f"{n}={p.get(n, UNSET)}" for n in differing])
+            for s, p in zip(settings, parts)]
+
+
+def full_label(s: EngineSettings) -> str:
+    """One engine seen alone: the spec arm and every setting (where the other engines are not known)."""
+    return " ".join([spec_arm_label(s.spec_method, s.num_speculative_tokens)]
+                    + [f"{n}={v}" for n, v in _parts(s).items() if n != "model"])
