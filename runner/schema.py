@@ -54,6 +54,8 @@ class EngineRecord(EngineSettings):
     started_at: Optional[float] = None
     # "async" (AsyncLLM, streamed) or "offline" (LLM.generate batches): part of the engine's identity.
     api: Optional[str] = None
+    # Per-request acceptance: the vLLM option in use ("summary"), or why requests carry none.
+    per_request_spec_metrics: Optional[str] = None
 
 
 @dataclass(kw_only=True)
@@ -72,7 +74,12 @@ class TrialRecord(EngineSettings):
     failure_reason: Optional[str] = None
     attempts: int = 1
     started_at: Optional[float] = None
+    # The measured requests' span: first measured request sent → its last token (throughput divides by it).
     duration_s: Optional[float] = None
+    # The whole workload run: cold phases, warm-up prefixes and fixed_task's warm-up runs included.
+    wall_s: Optional[float] = None
+    # Unmeasured warm-up of this trial's shape on its engine just before it (0: shape already warm; null: off).
+    warmup_s: Optional[float] = None
     num_requests: int = 0
     output_tokens_total: int = 0
     prompt_tokens_total: int = 0
@@ -88,13 +95,19 @@ class TrialRecord(EngineSettings):
     itl_p50_s: Optional[float] = None
     itl_p90_s: Optional[float] = None
     itl_p99_s: Optional[float] = None
+    itl_token_mean_s: Optional[float] = None
+    itl_token_p50_s: Optional[float] = None
+    itl_token_p90_s: Optional[float] = None
+    itl_token_p99_s: Optional[float] = None
     e2e_mean_s: Optional[float] = None
     e2e_p50_s: Optional[float] = None
     e2e_p90_s: Optional[float] = None
     e2e_p99_s: Optional[float] = None
     decode_tok_s_per_session: Optional[float] = None
+    decode_tok_s_per_session_mean: Optional[float] = None
     decode_tok_s_aggregate: Optional[float] = None
-    mean_chunk_tokens: Optional[float] = None
+    chunk_tokens_mean: Optional[float] = None
+    chunk_tokens_p50: Optional[float] = None
     goodput_req_s: Optional[float] = None
     slo_attainment: Optional[float] = None
     spec_num_drafts: Optional[int] = None
@@ -109,6 +122,11 @@ class TrialRecord(EngineSettings):
     cached_tokens_total: Optional[int] = None
     num_preemptions: Optional[int] = None
     kv_usage_peak: Optional[float] = None
+    # Python GC pauses in the actor's frontend during the trial (the heap is frozen after engine start).
+    gc_pauses: Optional[int] = None
+    gc_pause_total_ms: Optional[float] = None
+    gc_pause_max_ms: Optional[float] = None
+    distinct_token_share: Optional[float] = None
     output_hash: Optional[str] = None
 
 
@@ -129,12 +147,16 @@ class RequestRecord:
     ttft_s: Optional[float] = None
     e2e_s: Optional[float] = None
     tpot_s: Optional[float] = None
+    # One gap per streamed chunk after the first (vLLM's ITL); chunk_sizes gives the tokens in each.
     itl_s: list[float] = field(default_factory=list)
     chunk_sizes: list[int] = field(default_factory=list)
     engine_queue_s: Optional[float] = None
     engine_ttft_s: Optional[float] = None
     spec_acceptance_rate: Optional[float] = None
     spec_mean_acceptance_length: Optional[float] = None
+    spec_num_steps: Optional[int] = None
+    spec_num_draft_tokens: Optional[int] = None
+    spec_num_accepted_tokens: Optional[int] = None
     output_hash: Optional[str] = None
     output_token_ids: list[int] = field(default_factory=list)
     error: Optional[str] = None

@@ -1,8 +1,9 @@
 import pytest
 
 from runner.measurement.counters import CounterSnapshot, delta_metrics
-from runner.measurement.metrics import (Slo, Timeline, decode_rate, e2e, goodput, inter_token_latencies,
-                                        percentile, tpot, trial_latency_summary, ttft)
+from runner.measurement.metrics import (Slo, Timeline, chunk_gaps, decode_rate, distinct_token_share, e2e, goodput,
+                                        measured_span, per_token_latencies, percentile, tpot, trial_latency_summary,
+                                        ttft)
 
 
 def timeline(sent, chunks):
@@ -20,10 +21,11 @@ def test_ttft_e2e_tpot_on_a_hand_made_timeline():
     assert decode_rate(t) == pytest.approx(5.0)
 
 
-def test_a_chunk_of_k_tokens_counts_as_k_inter_token_latencies():
+def test_itl_is_one_gap_per_chunk_and_the_per_token_split_is_kept_apart():
     # Speculative decoding: 3 tokens arrive together 0.3 s after the first.
     t = timeline(0.0, [(0.1, 1), (0.4, 3)])
-    assert inter_token_latencies(t) == pytest.approx([0.1, 0.1, 0.1])
+    assert chunk_gaps(t) == pytest.approx([0.3])
+    assert per_token_latencies(t) == pytest.approx([0.1, 0.1, 0.1])
     assert tpot(t) == pytest.approx(0.3 / 3)
 
 
@@ -52,13 +54,85 @@ def test_goodput_counts_requests_meeting_every_slo():
     assert goodput([fast], slo=Slo(), duration_s=1.0) == (None, None)
 
 
-def test_trial_summary_aggregate_throughput():
-    ts = [timeline(0.0, [(0.1, 1), (1.1, 9)]), timeline(0.0, [(0.2, 1), (1.2, 9)])]
-    s = trial_latency_summary(ts, duration_s=2.0)
+def test_trial_summary_aggregate_throughput_over_the_measured_span():
+    ts = [timeline(0.0, [(0.1, 1), (1.1, 9)]), timeline(0.5, [(0.7, 1), (2.0, 9)])]
+    s = trial_latency_summary(ts)
+    assert s["duration_s"] == pytest.approx(2.0)  # first send 0.0 → last token 2.0
     assert s["output_tokens_total"] == 20
     assert s["decode_tok_s_aggregate"] == pytest.approx(10.0)
-    assert s["decode_tok_s_per_session"] == pytest.approx(9.0)
-    assert s["mean_chunk_tokens"] == pytest.approx(9.0)
+    assert s["chunk_tokens_mean"] == pytest.approx(9.0)
+    assert s["chunk_tokens_p50"] == pytest.approx(9.0)
+
+
+def test_per_session_rate_is_one_over_median_tpot_and_the_mean_is_named_apart():
+    # TPOTs 0.1, 0.1, 0.4 s: 1/median = 10 tok/s, mean of 1/TPOT = (10 + 10 + 2.5) / 3 = 7.5.
+    ts = [timeline(0.0, [(0.0, 1), (0.1, 1)]), timeline(0.0, [(0.0, 1), (0.1, 1)]),
+          timeline(0.0, [(0.0, 1), (0.4, 1)])]
+    s = trial_latency_summary(ts)
+    assert s["decode_tok_s_per_session"] == pytest.approx(10.0)
+    assert s["decode_tok_s_per_session_mean"] == pytest.approx(7.5)
+
+
+def test_measured_span_starts_at_the_first_send():
+    assert measured_span([timeline(1.0, [(1.5, 1)]), timeline(2.0, [(4.0, 3)])]) == pytest.approx(3.0)
+    assert measured_span([]) is None
+
+
+def test_distinct_token_share_names_looping_outputs():
+    assert distinct_token_share([[1, 2, 3, 4], [5, 5, 5, 5]]) == pytest.approx((1.0 + 0.25) / 2)
+    assert distinct_token_share([[]]) is None
+
+
+def _vllm_request_outputs(timelines):
+    """The same streams as vLLM's own benchmark client records them (benchmarks/lib/endpoint_request_func.py):
+    ttft at the first chunk, one ITL per later chunk, latency at the last chunk."""
+    from vllm.benchmarks.lib.endpoint_request_func import RequestFuncOutput
+
+    outs = []
+    for t in timelines:
+        out = RequestFuncOutput(success=True, output_tokens=t.output_tokens, prompt_len=8)
+        recent = t.sent_at
+        for i, at in enumerate(t.chunk_times):
+            if i == 0:
+                out.ttft = at - t.sent_at
+            else:
+                out.itl.append(at - recent)
+            recent = at
+        out.latency = recent - t.sent_at
+        outs.append(out)
+    return outs
+
+
+def test_columns_match_vllm_bench_serve_on_a_speculative_stream():
+    """vLLM's own calculate_metrics on the same synthetic MTP-like streams (chunks of 1–4 tokens)."""
+    import random
+
+    from vllm.benchmarks.serve import calculate_metrics
+
+    rng = random.Random(7)
+    ts = []
+    for r in range(6):
+        t, at = Timeline(sent_at=0.01 * r), 0.05 + 0.01 * r
+        t.add_chunk(at=at, tokens=1)
+        for _ in range(20):
+            at += rng.uniform(0.005, 0.05)
+            t.add_chunk(at=at, tokens=rng.randint(1, 4))
+        ts.append(t)
+    ours = trial_latency_summary(ts)
+    metrics, _ = calculate_metrics(input_requests=[], outputs=_vllm_request_outputs(ts), dur_s=ours["duration_s"],
+                                   tokenizer=None, selected_percentiles=[50, 90, 99], goodput_config_dict={})
+    pct = lambda pairs: dict(pairs)  # noqa: E731
+    assert ours["ttft_mean_s"] * 1000 == pytest.approx(metrics.mean_ttft_ms)
+    assert ours["ttft_p99_s"] * 1000 == pytest.approx(pct(metrics.percentiles_ttft_ms)[99])
+    assert ours["tpot_p50_s"] * 1000 == pytest.approx(metrics.median_tpot_ms)
+    assert ours["tpot_p99_s"] * 1000 == pytest.approx(pct(metrics.percentiles_tpot_ms)[99])
+    assert ours["itl_mean_s"] * 1000 == pytest.approx(metrics.mean_itl_ms)
+    assert ours["itl_p50_s"] * 1000 == pytest.approx(metrics.median_itl_ms)
+    assert ours["itl_p99_s"] * 1000 == pytest.approx(pct(metrics.percentiles_itl_ms)[99])
+    assert ours["e2e_p90_s"] * 1000 == pytest.approx(pct(metrics.percentiles_e2el_ms)[90])
+    assert ours["decode_tok_s_aggregate"] == pytest.approx(metrics.output_throughput)
+    # The per-token split is a different figure, and named apart: below vLLM's ITL when chunks carry > 1 token.
+    assert ours["itl_token_p99_s"] < ours["itl_p99_s"]
 
 
 def test_counter_deltas_use_vllm_definitions():

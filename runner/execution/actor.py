@@ -15,17 +15,16 @@ from typing import Optional
 
 from runner.execution.engine import EngineHost, ModelSource, host_class
 from runner.execution.failures import fault_point, parse_startup_failure
+from runner.execution.isolation import CounterWindow, GcPauses, ResetFailed, drain, quiet_heap, reset_prefix_cache
 from runner.measurement import counters
 from runner.measurement.metrics import Slo
 from runner.measurement.records import RunKeys, failed_trial_row, request_rows, trial_row
 from runner.measurement.workloads import workload_class
-from runner.measurement.workloads.base import TrialContext
+from runner.measurement.workloads.base import TrialContext, WholeRun
 from runner.plan.grid import EngineConfig, Trial
 
-# Counters reach the registry from vLLM's output handler a moment after the last
-# token reaches the client; wait this long so a trial's counters do not bleed into the next.
-COUNTER_SETTLE_S = 0.25
 KV_SAMPLE_EVERY_S = 0.2
+WARMUP_MODES = ("auto", "off")
 
 
 @dataclass(kw_only=True)
@@ -46,7 +45,7 @@ class TrialResult:
 class EngineActor:
     """Wrapped by `ray.remote` in the scheduler (resources differ per device kind)."""
 
-    def __init__(self, *, env: dict[str, str], keys: RunKeys, slo: dict | None = None):
+    def __init__(self, *, env: dict[str, str], keys: RunKeys, slo: dict | None = None, warmup: str = "auto"):
         for name, value in env.items():  # None: unset what the node's environment may carry
             if value is None:
                 os.environ.pop(name, None)
@@ -56,6 +55,10 @@ class EngineActor:
         self.slo = Slo(**(slo or {}))
         self.host: Optional[EngineHost] = None
         self.engine: Optional[EngineConfig] = None
+        self.warmup = warmup
+        # (workload, params, concurrency, api) already run on this engine: their first-use costs are paid.
+        self.warm_shapes: set[tuple] = set()
+        self.gc_pauses = GcPauses().install()
         fd, self.log_path = tempfile.mkstemp(prefix="runner-engine-", suffix=".log")
         # vLLM's and Ray's output, the engine core child's included, goes to this engine's log.
         os.dup2(fd, 1)
@@ -83,6 +86,7 @@ class EngineActor:
         self.host = host_class(getattr(engine, "api", "async"))(engine=engine, model=model)
         try:
             columns = await self.host.start()
+            quiet_heap()
             return StartResult(ok=True, columns=columns)
         except Exception as exc:  # a start-up failure is a result, not a crash of the sweep
             detail = "".join(traceback.format_exception(exc))
@@ -97,34 +101,62 @@ class EngineActor:
         assert self.host is not None and self.engine is not None, "start() the engine first"
         workload = workload_class(trial.workload)()
         params = workload.parse_params(dict(trial.params))
-        await self.host.reset_prefix_cache()
-        await asyncio.sleep(COUNTER_SETTLE_S)
-        before = counters.snapshot()
+        try:
+            warmup_s = await self._warm_up(trial=trial, workload=workload, params=params)
+            await reset_prefix_cache(self.host)
+        except ResetFailed as exc:
+            return self._failed(trial, attempt, kind="prefix_cache_reset_failed", exc=exc)
+        except Exception as exc:
+            await drain(self.host)
+            return self._failed(trial, attempt, kind="warmup_error", exc=exc)
+        window = CounterWindow()
+        await window.open_whole()
         peak = [0.0]
         sampler = asyncio.create_task(self._sample_kv_usage(peak))
         started_at = time.time()
         t0 = time.perf_counter()
+        self.gc_pauses.start()
         try:
             results = await workload.run(TrialContext(engine=self.host, concurrency=trial.concurrency,
-                                                      repeat=trial.repeat, params=params, api=trial.api))
+                                                      repeat=trial.repeat, params=params, api=trial.api,
+                                                      window=window))
+            wall_s = time.perf_counter() - t0
+            await window.close_whole()
         except Exception as exc:
+            self.gc_pauses.stop()
             sampler.cancel()
-            reason = f"{type(exc).__name__}: {exc}"[:600]
-            row = failed_trial_row(keys=self.keys, trial=trial, settings=self.engine.settings,
-                                   kind="workload_error", reason=reason, attempts=attempt)
-            return TrialResult(trial=row, requests=[])
-        duration = time.perf_counter() - t0
+            await drain(self.host)  # the next trial must not share the engine with this one's leftovers
+            return self._failed(trial, attempt, kind="workload_error", exc=exc)
+        gc_columns = self.gc_pauses.stop()
         await fault_point(trial=trial, attempt=attempt)  # test hook; inert unless RUNNER_FAULTS is set
-        await asyncio.sleep(COUNTER_SETTLE_S)
         sampler.cancel()
-        after = counters.snapshot()
         row = trial_row(keys=self.keys, trial=trial, settings=self.engine.settings, results=results,
-                        measured_phases=params.measured_phases(), duration_s=duration, started_at=started_at,
-                        counter_deltas=counters.delta_metrics(before, after), kv_usage_peak=peak[0],
-                        slo=self.slo, attempts=attempt)
+                        measured_phases=params.measured_phases(), wall_s=wall_s, started_at=started_at,
+                        counter_deltas=window.deltas(), kv_usage_peak=peak[0], slo=self.slo, attempts=attempt,
+                        warmup_s=warmup_s, **gc_columns)
         reqs = request_rows(keys=self.keys, trial_id=trial.trial_id, engine_id=trial.engine_id, results=results,
                             t0=t0)
         return TrialResult(trial=row, requests=reqs)
+
+    async def _warm_up(self, *, trial: Trial, workload, params) -> Optional[float]:
+        """The trial's shape once, unmeasured, the first time this engine sees it (compiles, kernel JITs,
+        the n-gram proposer's first real request); its prompts differ from every measured repeat's."""
+        if self.warmup == "off":
+            return None
+        shape = (trial.workload, trial.params_json, trial.concurrency, trial.api)
+        if shape in self.warm_shapes:
+            return 0.0
+        started = time.perf_counter()
+        await workload.run(TrialContext(engine=self.host, concurrency=trial.concurrency, repeat=-1 - trial.repeat,
+                                        params=params, api=trial.api, window=WholeRun()))
+        self.warm_shapes.add(shape)
+        return time.perf_counter() - started
+
+    def _failed(self, trial: Trial, attempt: int, *, kind: str, exc: BaseException) -> TrialResult:
+        reason = f"{type(exc).__name__}: {exc}"[:600]
+        row = failed_trial_row(keys=self.keys, trial=trial, settings=self.engine.settings, kind=kind,
+                               reason=reason, attempts=attempt)
+        return TrialResult(trial=row, requests=[])
 
     async def _sample_kv_usage(self, peak: list[float]) -> None:
         while True:

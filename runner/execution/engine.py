@@ -43,7 +43,30 @@ def engine_kwargs(*, engine: EngineConfig, model: ModelSource) -> dict:
     spec = speculative_config(method=s.spec_method, k=s.num_speculative_tokens, extra=engine.spec_extra)
     if spec is not None:
         kwargs["speculative_config"] = spec
+        if per_request_spec_supported():
+            kwargs.setdefault("per_request_spec_decode_metrics", "summary")
     return kwargs
+
+
+def per_request_spec_supported() -> bool:
+    """vLLM ≥ 0.32 can report acceptance per finished request; 0.26 has no such engine argument."""
+    import dataclasses
+
+    from vllm.engine.arg_utils import AsyncEngineArgs
+
+    return any(f.name == "per_request_spec_decode_metrics" for f in dataclasses.fields(AsyncEngineArgs))
+
+
+def per_request_spec_status(kwargs: dict) -> str:
+    """What the engine row says about per-request acceptance (the reason when requests carry none)."""
+    if "speculative_config" not in kwargs:
+        return "none: no speculative decoding"
+    level = kwargs.get("per_request_spec_decode_metrics")
+    if level and level != "none":
+        return level
+    if not per_request_spec_supported():
+        return f"unavailable: vLLM {vllm_version()} has no per_request_spec_decode_metrics"
+    return "off: per_request_spec_decode_metrics=none"
 
 
 def vllm_version() -> str:
@@ -64,18 +87,21 @@ class EngineHost:
         self._llm = None
         self._tokenizer = None
         self._ids = itertools.count()
+        self.in_flight: set[str] = set()
 
     async def start(self) -> dict:
         """Loads the engine; returns the engine-record columns it can fill."""
         from vllm.engine.arg_utils import AsyncEngineArgs
         from vllm.v1.engine.async_llm import AsyncLLM
 
+        kwargs = engine_kwargs(engine=self.config, model=self.model)
         started = time.perf_counter()
-        self._llm = AsyncLLM.from_engine_args(AsyncEngineArgs(**engine_kwargs(engine=self.config, model=self.model)))
+        self._llm = AsyncLLM.from_engine_args(AsyncEngineArgs(**kwargs))
         load_s = time.perf_counter() - started
         if not self.vocab_size:
             self.vocab_size = self._llm.vllm_config.model_config.get_vocab_size()
-        return {"load_s": load_s, **self._capacity(), **await self._memory(), "api": "async"}
+        return {"load_s": load_s, **self._capacity(), **await self._memory(), "api": "async",
+                "per_request_spec_metrics": per_request_spec_status(kwargs)}
 
     def _vllm_config(self):
         return self._llm.vllm_config
@@ -127,17 +153,29 @@ class EngineHost:
         token_ids: list[int] = []
         final = None
         request_id = f"r{next(self._ids)}-{os.getpid()}"
-        async for out in self._llm.generate({"prompt_token_ids": prompt_token_ids}, params, request_id):
-            now = time.perf_counter()
-            completion = out.outputs[0]
-            timeline.add_chunk(at=now, tokens=len(completion.token_ids))
-            token_ids.extend(completion.token_ids)
-            final = out
+        self.in_flight.add(request_id)
+        try:
+            async for out in self._llm.generate({"prompt_token_ids": prompt_token_ids}, params, request_id):
+                now = time.perf_counter()
+                completion = out.outputs[0]
+                timeline.add_chunk(at=now, tokens=len(completion.token_ids))
+                token_ids.extend(completion.token_ids)
+                final = out
+        finally:
+            self.in_flight.discard(request_id)
         return RequestResult(timeline=timeline, prompt_tokens=len(prompt_token_ids), output_token_ids=token_ids,
                              session=session, turn=turn, phase=phase, **_engine_side(final))
 
-    async def reset_prefix_cache(self) -> None:
-        await self._llm.reset_prefix_cache()
+    async def abort_in_flight(self) -> int:
+        """Aborts every request still running (a failed workload's leftovers); returns how many."""
+        ids = list(self.in_flight)
+        if ids:
+            await self._llm.abort(ids)
+        return len(ids)
+
+    async def reset_prefix_cache(self) -> Optional[bool]:
+        """vLLM's answer: False while requests still hold blocks; None where this vLLM does not say."""
+        return await self._llm.reset_prefix_cache()
 
     def encode_text(self, text: str) -> list[int]:
         """Text → token ids with the model's tokenizer (for text prompt sources), no special tokens."""
@@ -166,12 +204,14 @@ class OfflineEngineHost(EngineHost):
     async def start(self) -> dict:
         from vllm import LLM
 
+        kwargs = engine_kwargs(engine=self.config, model=self.model)
         started = time.perf_counter()
-        self._llm = LLM(**engine_kwargs(engine=self.config, model=self.model))
+        self._llm = LLM(**kwargs)
         load_s = time.perf_counter() - started
         if not self.vocab_size:
             self.vocab_size = self._vllm_config().model_config.get_vocab_size()
-        return {"load_s": load_s, **self._capacity(), **await self._memory(), "api": "offline"}
+        return {"load_s": load_s, **self._capacity(), **await self._memory(), "api": "offline",
+                "per_request_spec_metrics": per_request_spec_status(kwargs)}
 
     def _vllm_config(self):
         return self._llm.llm_engine.vllm_config
@@ -208,8 +248,11 @@ class OfflineEngineHost(EngineHost):
                 **_engine_side(out)))
         return results
 
-    async def reset_prefix_cache(self) -> None:
-        self._llm.reset_prefix_cache()
+    async def abort_in_flight(self) -> int:
+        return 0  # a batch is one blocking call: nothing of it outlives a failure
+
+    async def reset_prefix_cache(self) -> Optional[bool]:
+        return self._llm.reset_prefix_cache()
 
     def shutdown(self) -> None:
         if self._llm is not None:
@@ -247,8 +290,24 @@ def _engine_side(final) -> dict:
         out["engine_queue_s"] = scheduled - queued
     if queued and first:
         out["engine_ttft_s"] = first - queued
-    spec = getattr(final.outputs[0], "spec_decode_metrics", None)
-    if spec is not None:
-        out["spec_acceptance_rate"] = getattr(spec, "acceptance_rate", None)
-        out["spec_mean_acceptance_length"] = getattr(spec, "mean_acceptance_length", None)
+    out.update(request_spec_figures(getattr(final.outputs[0], "spec_decode_metrics", None)))
     return out
+
+
+def request_spec_figures(spec) -> dict:
+    """vLLM 0.32's per-request `RequestSpecDecodeMetrics` (a histogram of accepted drafts per verify step and
+    the draft tokens proposed), in vLLM's own definitions: rate = accepted / draft tokens, mean acceptance
+    length = 1 + accepted / steps."""
+    histogram = list(getattr(spec, "histogram", None) or [])
+    if spec is None or not histogram:
+        return {}
+    steps = sum(histogram)
+    accepted = sum(j * count for j, count in enumerate(histogram))
+    drafted = int(getattr(spec, "num_draft_tokens", 0) or 0)
+    return {
+        "spec_num_steps": steps,
+        "spec_num_draft_tokens": drafted,
+        "spec_num_accepted_tokens": accepted,
+        "spec_acceptance_rate": accepted / drafted if drafted else None,
+        "spec_mean_acceptance_length": 1.0 + accepted / steps if steps else None,
+    }

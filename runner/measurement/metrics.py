@@ -42,12 +42,16 @@ def tpot(t: Timeline) -> Optional[float]:
     return (t.chunk_times[-1] - t.chunk_times[0]) / (n - 1)
 
 
-def inter_token_latencies(t: Timeline) -> list[float]:
-    """Per token: a chunk of k tokens after Δt counts as k tokens of Δt/k each."""
+def chunk_gaps(t: Timeline) -> list[float]:
+    """One gap per streamed chunk after the first: vLLM's ITL (`vllm bench serve`,
+    benchmarks/lib/endpoint_request_func.py appends `timestamp - most_recent_timestamp` per chunk)."""
+    return [t.chunk_times[i] - t.chunk_times[i - 1] for i in range(1, len(t.chunk_times))]
+
+
+def per_token_latencies(t: Timeline) -> list[float]:
+    """Per token: a chunk of k tokens after Δt counts as k tokens of Δt/k each (not vLLM's ITL)."""
     out: list[float] = []
-    for i in range(1, len(t.chunk_times)):
-        gap = t.chunk_times[i] - t.chunk_times[i - 1]
-        k = t.chunk_sizes[i]
+    for gap, k in zip(chunk_gaps(t), t.chunk_sizes[1:]):
         out.extend([gap / k] * k)
     return out
 
@@ -99,29 +103,50 @@ class Slo:
         return all(limit is None or (value is not None and value * 1000 <= limit) for limit, value in checks)
 
 
-def goodput(timelines: Sequence[Timeline], *, slo: Slo, duration_s: float) -> tuple[Optional[float], Optional[float]]:
+def measured_span(timelines: Sequence[Timeline]) -> Optional[float]:
+    """From the first request sent to the last token received: the window a throughput figure divides by."""
+    finished = [t for t in timelines if t.chunk_times]
+    if not finished:
+        return None
+    return max(t.chunk_times[-1] for t in finished) - min(t.sent_at for t in timelines)
+
+
+def goodput(timelines: Sequence[Timeline], *, slo: Slo, duration_s: Optional[float]
+            ) -> tuple[Optional[float], Optional[float]]:
     """(requests/s meeting every SLO, share meeting it); (None, None) without SLOs."""
-    if slo.empty or not timelines or duration_s <= 0:
+    if slo.empty or not timelines or not duration_s or duration_s <= 0:
         return None, None
     met = sum(1 for t in timelines if slo.met_by(t))
     return met / duration_s, met / len(timelines)
 
 
-def trial_latency_summary(timelines: Sequence[Timeline], *, duration_s: float, slo: Slo = Slo()) -> dict:
-    """The latency and throughput columns of a trial row."""
-    itls = [x for t in timelines for x in inter_token_latencies(t)]
-    rates = [decode_rate(t) for t in timelines]
+def distinct_token_share(outputs: Sequence[Sequence[int]]) -> Optional[float]:
+    """Mean over requests of distinct token ids / output tokens: near 0 for outputs that loop on a few tokens."""
+    shares = [len(set(ids)) / len(ids) for ids in outputs if ids]
+    return mean(shares)
+
+
+def trial_latency_summary(timelines: Sequence[Timeline], *, slo: Slo = Slo()) -> dict:
+    """The latency and throughput columns of a trial row, over the measured requests' own span."""
+    duration = measured_span(timelines)
+    tpots = [tpot(t) for t in timelines]
+    median_tpot = percentile([v for v in tpots if v is not None], 50)
     chunks = [c for t in timelines for c in t.chunk_sizes[1:]]
     total_out = sum(t.output_tokens for t in timelines)
-    good, attainment = goodput(timelines, slo=slo, duration_s=duration_s)
+    good, attainment = goodput(timelines, slo=slo, duration_s=duration)
     return {
         **summarize([ttft(t) for t in timelines], prefix="ttft"),
-        **summarize([tpot(t) for t in timelines], prefix="tpot"),
-        **summarize(itls, prefix="itl"),
+        **summarize(tpots, prefix="tpot"),
+        **summarize([g for t in timelines for g in chunk_gaps(t)], prefix="itl"),
+        **summarize([x for t in timelines for x in per_token_latencies(t)], prefix="itl_token"),
         **summarize([e2e(t) for t in timelines], prefix="e2e"),
-        "decode_tok_s_per_session": mean(rates),
-        "decode_tok_s_aggregate": total_out / duration_s if duration_s > 0 else None,
-        "mean_chunk_tokens": mean(chunks),
+        "duration_s": duration,
+        # vLLM's benchmarks report median TPOT; a mean of 1/TPOT favours the arms with the widest spread.
+        "decode_tok_s_per_session": 1.0 / median_tpot if median_tpot else None,
+        "decode_tok_s_per_session_mean": mean([decode_rate(t) for t in timelines]),
+        "decode_tok_s_aggregate": total_out / duration if duration else None,
+        "chunk_tokens_mean": mean(chunks),
+        "chunk_tokens_p50": percentile(chunks, 50),
         "output_tokens_total": total_out,
         "goodput_req_s": good,
         "slo_attainment": attainment,

@@ -4,7 +4,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Sequence
 
-from runner.measurement.metrics import (Slo, combine_hashes, e2e, hash_tokens, inter_token_latencies,
+from runner.measurement.metrics import (Slo, chunk_gaps, combine_hashes, distinct_token_share, e2e, hash_tokens,
                                         trial_latency_summary, tpot, ttft)
 from runner.measurement.workloads.base import RequestResult
 from runner.schema import EngineSettings, RequestRecord, TrialRecord
@@ -27,9 +27,11 @@ def request_rows(*, keys: RunKeys, trial_id: str, engine_id: str, results: Seque
             session=r.session, turn=r.turn, phase=r.phase, prompt_tokens=r.prompt_tokens,
             output_tokens=t.output_tokens, cached_tokens=r.cached_tokens,
             start_offset_s=t.sent_at - t0 if t0 else 0.0, ttft_s=ttft(t), e2e_s=e2e(t), tpot_s=tpot(t),
-            itl_s=inter_token_latencies(t), chunk_sizes=list(t.chunk_sizes),
+            itl_s=chunk_gaps(t), chunk_sizes=list(t.chunk_sizes),
             engine_queue_s=r.engine_queue_s, engine_ttft_s=r.engine_ttft_s,
             spec_acceptance_rate=r.spec_acceptance_rate, spec_mean_acceptance_length=r.spec_mean_acceptance_length,
+            spec_num_steps=r.spec_num_steps, spec_num_draft_tokens=r.spec_num_draft_tokens,
+            spec_num_accepted_tokens=r.spec_num_accepted_tokens,
             output_hash=hash_tokens(r.output_token_ids),
             output_token_ids=list(r.output_token_ids) if keep_token_ids else [],
             error=r.error,
@@ -38,8 +40,10 @@ def request_rows(*, keys: RunKeys, trial_id: str, engine_id: str, results: Seque
 
 
 def trial_row(*, keys: RunKeys, trial, settings: EngineSettings, results: Sequence[RequestResult],
-              measured_phases: Sequence[str], duration_s: float, started_at: float, counter_deltas: dict,
-              kv_usage_peak: float | None, slo: Slo = Slo(), attempts: int = 1) -> TrialRecord:
+              measured_phases: Sequence[str], wall_s: float, started_at: float, counter_deltas: dict,
+              kv_usage_peak: float | None, slo: Slo = Slo(), attempts: int = 1, **columns) -> TrialRecord:
+    """`counter_deltas` must cover the measured requests only (the workload's measure window);
+    `columns` are the actor's own figures (warm-up time, GC pauses)."""
     measured = [r for r in results if r.phase in measured_phases] or list(results)
     cached = [r.cached_tokens for r in measured if r.cached_tokens is not None]
     return TrialRecord(
@@ -47,13 +51,15 @@ def trial_row(*, keys: RunKeys, trial, settings: EngineSettings, results: Sequen
         sweep=keys.sweep, run_id=keys.run_id, trial_id=trial.trial_id, engine_id=trial.engine_id,
         workload=trial.workload, workload_params_json=trial.params_json, api=trial.api,
         concurrency=trial.concurrency, repeat=trial.repeat, status="ok", attempts=attempts,
-        started_at=started_at, duration_s=duration_s, num_requests=len(measured),
+        started_at=started_at, wall_s=wall_s, num_requests=len(measured),
         prompt_tokens_total=sum(r.prompt_tokens for r in measured),
         cached_tokens_total=sum(cached) if cached else None,
         kv_usage_peak=kv_usage_peak,
+        distinct_token_share=distinct_token_share([r.output_token_ids for r in measured]),
         output_hash=combine_hashes([hash_tokens(r.output_token_ids) for r in measured]),
-        **trial_latency_summary([r.timeline for r in measured], duration_s=duration_s, slo=slo),
+        **trial_latency_summary([r.timeline for r in measured], slo=slo),
         **counter_deltas,
+        **columns,
     )
 
 

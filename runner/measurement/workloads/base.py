@@ -23,6 +23,9 @@ class RequestResult:
     engine_ttft_s: Optional[float] = None
     spec_acceptance_rate: Optional[float] = None
     spec_mean_acceptance_length: Optional[float] = None
+    spec_num_steps: Optional[int] = None
+    spec_num_draft_tokens: Optional[int] = None
+    spec_num_accepted_tokens: Optional[int] = None
     error: Optional[str] = None
 
 
@@ -80,6 +83,27 @@ class WorkloadParams:
         return ("measured",)
 
 
+class MeasureWindow(Protocol):
+    """Brackets a workload's measured requests, so that engine counters (prefix-cache hits, speculative
+    acceptance) cover those requests only: cold phases, warm-up prefixes and warm-up runs stay outside.
+    A workload calls `begin()` once its prompts are built and its unmeasured phases are done, `end()` when
+    its measured requests have finished; one that calls neither is measured whole."""
+
+    async def begin(self) -> None: ...
+
+    async def end(self) -> None: ...
+
+
+class WholeRun:
+    """The window of a caller that takes no counters (tests, warm-ups)."""
+
+    async def begin(self) -> None:
+        return None
+
+    async def end(self) -> None:
+        return None
+
+
 @dataclass(kw_only=True)
 class TrialContext:
     engine: Engine
@@ -88,6 +112,7 @@ class TrialContext:
     params: WorkloadParams
     # "async": requests streamed through AsyncLLM; "offline": one LLM.generate batch.
     api: str = "async"
+    window: MeasureWindow = field(default_factory=WholeRun)
 
     @property
     def seed(self) -> int:

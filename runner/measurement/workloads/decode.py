@@ -34,23 +34,26 @@ class Decode(Workload):
         engine = ctx.engine
         maker = prompt_maker(p, engine)
 
-        def prompt(s: int, turn: int) -> list[int]:
-            return maker.tokens(length=p.input_len, seed=derived_seed(base=ctx.seed, session=s, turn=turn))
-
+        # Every prompt exists before the window opens: tokenizing is not part of any figure.
+        keys = [(s, turn) for s in range(ctx.concurrency) for turn in range(p.requests_per_session)]
+        prompts = {key: maker.tokens(length=p.input_len, seed=derived_seed(base=ctx.seed, session=key[0],
+                                                                           turn=key[1])) for key in keys}
+        await ctx.window.begin()
         if ctx.api == "offline":
-            keys = [(s, turn) for s in range(ctx.concurrency) for turn in range(p.requests_per_session)]
-            results = await engine.generate_batch(prompts=[prompt(s, t) for s, t in keys], max_tokens=p.output_len,
+            results = await engine.generate_batch(prompts=[prompts[k] for k in keys], max_tokens=p.output_len,
                                                   sessions=[s for s, _ in keys])
             for r, (_, turn) in zip(results, keys):
                 r.turn = turn
+            await ctx.window.end()
             return results
 
         async def session(s: int) -> list[RequestResult]:
             results = []
             for turn in range(p.requests_per_session):
-                results.append(await engine.stream(prompt_token_ids=prompt(s, turn), max_tokens=p.output_len,
+                results.append(await engine.stream(prompt_token_ids=prompts[(s, turn)], max_tokens=p.output_len,
                                                    session=s, turn=turn))
             return results
 
         per_session = await asyncio.gather(*(session(s) for s in range(ctx.concurrency)))
+        await ctx.window.end()
         return [r for rs in per_session for r in rs]

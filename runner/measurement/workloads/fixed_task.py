@@ -41,6 +41,9 @@ class FixedTask(Workload):
         results = []
         plan = ["warmup"] * p.warmup + ["measured"] * p.runs
         for turn, phase in enumerate(plan):
+            if turn == p.warmup:
+                await ctx.window.begin()
             results.append(await engine.stream(prompt_token_ids=prompt, max_tokens=p.output_len, turn=turn,
                                                phase=phase, seed=p.seed))
+        await ctx.window.end()
         return results

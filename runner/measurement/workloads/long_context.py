@@ -4,8 +4,9 @@ The first request sends the long context (a seeded needle at `needle_depth`)
 and a question; the repeat sends the same context with a different closing
 question, so only the tail differs and prefix caching can reuse the rest.
 `context_len: null` fills max_model_len less the output and the question.
-The trial's latency columns summarise the first requests; repeats are in the
-requests table with phase "repeat".
+All sessions send their first request, then all send their repeat. The trial's
+latency and counter columns cover the first requests; repeats are in the requests
+table with phase "repeat".
 """
 from __future__ import annotations
 
@@ -51,18 +52,24 @@ class LongContext(Workload):
         maker = prompt_maker(p, engine)
         length = p.context_len or engine.max_model_len - p.output_len - TAIL_RESERVE
 
-        async def session(s: int) -> list[RequestResult]:
+        def prompts(s: int) -> list[list[int]]:
             seed = derived_seed(base=ctx.seed, session=s)
             fact, question = needle(seed=seed)
             context = insert_at(tokens=maker.tokens(length=length, seed=seed),
                                 piece=maker.phrase(text=fact, length=8, seed=seed + 1), depth=p.needle_depth)
-            results = []
-            for turn, phase in enumerate(("first", "repeat")):
-                tail = maker.phrase(text=question if turn == 0 else question.replace("what", "which"),
-                                    length=QUESTION_TOKENS, seed=seed + 2 + turn)
-                results.append(await engine.stream(prompt_token_ids=context + tail[:TAIL_RESERVE],
-                                                   max_tokens=p.output_len, session=s, turn=turn, phase=phase))
-            return results
+            tails = [maker.phrase(text=question if turn == 0 else question.replace("what", "which"),
+                                  length=QUESTION_TOKENS, seed=seed + 2 + turn) for turn in range(2)]
+            return [context + tail[:TAIL_RESERVE] for tail in tails]
 
-        per_session = await asyncio.gather(*(session(s) for s in range(ctx.concurrency)))
-        return [r for rs in per_session for r in rs]
+        per_session = [prompts(s) for s in range(ctx.concurrency)]
+        results: list[RequestResult] = []
+        # All first requests, then all repeats: the window (and so the counters) covers the first phase alone.
+        for turn, phase in enumerate(("first", "repeat")):
+            if turn == 0:
+                await ctx.window.begin()
+            results.extend(await asyncio.gather(*(
+                engine.stream(prompt_token_ids=pair[turn], max_tokens=p.output_len, session=s, turn=turn,
+                              phase=phase) for s, pair in enumerate(per_session))))
+            if turn == 0:
+                await ctx.window.end()
+        return results

@@ -35,16 +35,21 @@ class MultiTurn(Workload):
         engine = ctx.engine
         maker = prompt_maker(p, engine)
 
+        # The user's side of every turn exists before the window opens; only the model's answers are appended.
+        turns = [[maker.tokens(length=p.context_len if turn == 0 else p.turn_tokens,
+                               seed=derived_seed(base=ctx.seed, session=s, turn=turn)) for turn in range(p.turns)]
+                 for s in range(ctx.concurrency)]
+
         async def session(s: int) -> list[RequestResult]:
-            history = maker.tokens(length=p.context_len, seed=derived_seed(base=ctx.seed, session=s))
-            results = []
-            for turn in range(p.turns):
-                if turn:
-                    history = history + results[-1].output_token_ids + maker.tokens(
-                        length=p.turn_tokens, seed=derived_seed(base=ctx.seed, session=s, turn=turn))
+            history: list[int] = []
+            results: list[RequestResult] = []
+            for turn, user in enumerate(turns[s]):
+                history = history + (results[-1].output_token_ids if results else []) + user
                 results.append(await engine.stream(prompt_token_ids=history, max_tokens=p.output_len,
                                                    session=s, turn=turn))
             return results
 
+        await ctx.window.begin()
         per_session = await asyncio.gather(*(session(s) for s in range(ctx.concurrency)))
+        await ctx.window.end()
         return [r for rs in per_session for r in rs]

@@ -2,8 +2,8 @@
 
 Each of the N sessions (= concurrency) has its own prompt; all sessions send
 their cold request at once, then, once all are done, their repeat. The trial's
-latency columns summarise the repeats (`measured_phases`); the cold requests
-are in the requests table with phase "cold".
+latency, throughput and counter columns cover the repeats only (`measured_phases` and the
+measure window); the cold requests are in the requests table with phase "cold".
 """
 from __future__ import annotations
 
@@ -39,7 +39,10 @@ class SecondRequest(Workload):
                    for s in range(ctx.concurrency)]
         results: list[RequestResult] = []
         for turn, phase in enumerate(("cold", "repeat")):
+            if phase == "repeat":
+                await ctx.window.begin()
             results.extend(await asyncio.gather(*(
                 engine.stream(prompt_token_ids=prompt, max_tokens=p.output_len, session=s, turn=turn, phase=phase)
                 for s, prompt in enumerate(prompts))))
+        await ctx.window.end()
         return results

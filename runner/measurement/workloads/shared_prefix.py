@@ -35,13 +35,15 @@ class SharedPrefix(Workload):
         engine = ctx.engine
         maker = prompt_maker(p, engine)
         prefix = maker.tokens(length=p.prefix_len, seed=derived_seed(base=ctx.seed, salt="prefix"))
+        prompts = [prefix + maker.tokens(length=p.suffix_len, seed=derived_seed(base=ctx.seed, session=s,
+                                                                                  salt="suffix"))
+                   for s in range(ctx.concurrency)]
         results: list[RequestResult] = []
         if p.warm_prefix:
             results.append(await engine.stream(prompt_token_ids=prefix, max_tokens=1, session=-1, phase="warmup"))
-
-        async def session(s: int) -> RequestResult:
-            suffix = maker.tokens(length=p.suffix_len, seed=derived_seed(base=ctx.seed, session=s, salt="suffix"))
-            return await engine.stream(prompt_token_ids=prefix + suffix, max_tokens=p.output_len, session=s)
-
-        results.extend(await asyncio.gather(*(session(s) for s in range(ctx.concurrency))))
+        await ctx.window.begin()
+        results.extend(await asyncio.gather(*(
+            engine.stream(prompt_token_ids=prompt, max_tokens=p.output_len, session=s)
+            for s, prompt in enumerate(prompts))))
+        await ctx.window.end()
         return results
