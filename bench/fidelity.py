@@ -11,6 +11,8 @@ so machine load hits them alike:
        c=8 × 1   8 requests at once          (like B: decode throughput of one batch)
        c=1 × 8   8 requests one after another (TTFT p50, like C at max_concurrency=1)
        c=8 × 8   8 closed-loop sessions      (like C at max_concurrency=8)
+  A2 the runner again, the batch point alone with 2 repeats: the 1st and the 2nd trial on one engine
+     (the order effect: each must match B, not only the first)
   B  `vllm bench throughput`: 8 prompts at once, 128 in / 512 out (in-process LLM, no HTTP)
   C  `vllm bench serve` against one `vllm serve` of the same settings (started once, not timed):
      max_concurrency=1 × 8 prompts and max_concurrency=8 × 64 prompts
@@ -76,6 +78,22 @@ def arm_runner(*, model, out: Path, rep: int) -> dict:
         "tok_s_closed_loop": float(trials.loc[(c8, n), "decode_tok_s_aggregate"]),
         "requests": reqs[["concurrency", "ttft_s", "engine_ttft_s", "engine_queue_s"]].to_dict("records"),
     }
+
+
+def arm_runner_order(*, model, out: Path, rep: int) -> dict:
+    """The batch trial as the 1st and as the 2nd trial on one engine (rounds 0 and 1 of a one-engine sweep)."""
+    run = f"order{rep}"
+    overrides = [o for o in runner_overrides(model) if not o.startswith(("sweep.grid.concurrency",
+                                                                         "workload.decode.requests_per_session",
+                                                                         "sweep.repeats"))]
+    overrides += [f"sweep.grid.concurrency=[{THROUGHPUT_CONCURRENCY}]", "workload.decode.requests_per_session=1",
+                  "sweep.repeats=2"]
+    common.run_logged(common.runner_cmd(output_root=out / "runner", sweep="fidelity", run=run, overrides=overrides),
+                      log=out / f"runner-{run}.log")
+    trials = common.read_run(out / "runner" / "fidelity" / run)["trials"]
+    order = "position" if "position" in trials else "started_at"
+    rates = list(trials.sort_values(order)["decode_tok_s_aggregate"])
+    return {"tok_s_first": float(rates[0]), "tok_s_second": float(rates[1])}
 
 
 def arm_throughput(*, model, out: Path, rep: int) -> dict:
@@ -180,6 +198,11 @@ def report(results: dict) -> None:
     pair_b = common.median([x["tok_s_batch"] / y["tok_s"] for x, y in zip(a, b)])
     print(f"  RATIO runner / vllm bench throughput = {common.fmt(pair_b)} (median of paired repeats; "
           f"ratio of medians {common.fmt(r_tok / b_tok)})  target ≥ 0.99")
+    for which in ("first", "second"):
+        runs = [x[f"tok_s_{which}"] for x in results["runner_order"]]
+        ratio = common.median([x / y["tok_s"] for x, y in zip(runs, b)])
+        print(f"  the batch as the {which} trial on its engine: {common.fmt(common.median(runs), digits=1)} "
+              f"{[round(x, 1) for x in runs]}  RATIO / vllm bench throughput = {common.fmt(ratio)}  target ≥ 0.95")
     rl_tok = common.median([x["tok_s_closed_loop"] for x in a])
     s_tok = common.median([x["tok_s_closed_loop"] for x in c])
     print(f"decode throughput, {c8} closed-loop sessions × {n} requests, output tok/s:")
@@ -208,13 +231,14 @@ def main() -> None:
     out = common.out_dir("fidelity")
     model = common.tiny_model()
     results = {"machine_before": common.print_machine("fidelity"), "model": vars(model),
-               "runner": [], "throughput": [], "serve": []}
+               "runner": [], "runner_order": [], "throughput": [], "serve": []}
     server = Server(model=model, out=out)
     try:
         server.wait_ready()
         for rep in range(args.repeats):
             print(f"-- repeat {rep + 1}/{args.repeats}", flush=True)
             results["runner"].append(arm_runner(model=model, out=out, rep=rep))
+            results["runner_order"].append(arm_runner_order(model=model, out=out, rep=rep))
             results["throughput"].append(arm_throughput(model=model, out=out, rep=rep))
             results["serve"].append(arm_serve(model=model, out=out, rep=rep))
             common.save_json(out / "fidelity.json", results)

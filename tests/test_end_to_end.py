@@ -29,6 +29,22 @@ def test_mtp_arm_has_drafts_and_acceptance_and_off_has_none(small_sweep):
     assert off.spec_acceptance_rate.isna().all()
 
 
+def test_requests_carry_their_own_acceptance_where_vllm_gives_it(small_sweep):
+    run_dir, _ = small_sweep
+    engines = pd.read_parquet(run_dir / "engines.parquet").set_index("spec_method")
+    requests = pd.read_parquet(run_dir / "requests.parquet")
+    trials = pd.read_parquet(run_dir / "trials.parquet")
+    requests = requests.merge(trials[["trial_id", "spec_method"]], on="trial_id")
+    assert engines.loc["mtp", "per_request_spec_metrics"] == "summary"  # vLLM 0.32 (the CPU build)
+    assert engines.loc["off", "per_request_spec_metrics"].startswith("none")
+    mtp = requests[requests.spec_method == "mtp"]
+    assert mtp.spec_acceptance_rate.notna().all() and (mtp.spec_num_draft_tokens > 0).all()
+    # Per-request figures add up to the trial's counters.
+    per_trial = mtp.groupby("trial_id").spec_num_accepted_tokens.sum()
+    assert (per_trial == trials.set_index("trial_id").loc[per_trial.index, "spec_num_accepted_tokens"]).all()
+    assert requests[requests.spec_method == "off"].spec_acceptance_rate.isna().all()
+
+
 def test_requests_have_timings(small_sweep):
     run_dir, _ = small_sweep
     requests = pd.read_parquet(run_dir / "requests.parquet")

@@ -113,17 +113,45 @@ def test_prefix_cache_is_reset_between_trials(sweep):
     assert (ft[ft.phase == "measured"].cached_tokens > 0).all()
 
 
-def test_counters_do_not_bleed_between_trials(sweep):
+MEASURED_PHASES = {"second_request": {"repeat"}, "long_context": {"first"}, "fixed_task": {"measured"},
+                   "shared_prefix": {"measured"}, "decode": {"measured"}, "multi_turn": {"measured"}}
+
+
+def test_counters_cover_the_measured_requests_only(sweep):
     # vLLM counts each new request's prompt tokens as queries and its cache hits as hits; a trial's
-    # counter deltas must equal the sums over that trial's own requests, warm-ups included.
+    # counter deltas must equal the sums over that trial's own measured requests: no bleed from the trial
+    # before, and no cold phase, warm-up prefix or warm-up run inside.
     trials, requests = sweep
-    on = trials[trials.enable_prefix_caching]
-    sums = requests.groupby("trial_id").agg(prompt=("prompt_tokens", "sum"), cached=("cached_tokens", "sum"))
-    merged = on.set_index("trial_id").join(sums)
+    measured = requests[[phase in MEASURED_PHASES[w] for w, phase in zip(requests.workload, requests.phase)]]
+    sums = measured.groupby("trial_id").agg(prompt=("prompt_tokens", "sum"), cached=("cached_tokens", "sum"))
+    merged = trials[trials.enable_prefix_caching].set_index("trial_id").join(sums)
     assert len(merged) == 7
     assert (merged.prefix_cache_queries == merged.prompt).all(), merged[["workload", "prefix_cache_queries", "prompt"]]
     assert (merged.prefix_cache_hits == merged.cached).all(), merged[["workload", "prefix_cache_hits", "cached"]]
     assert merged.prefix_cache_hit_rate.notna().all()
+
+
+def test_second_request_reports_the_repeats_hit_rate_and_span(sweep):
+    trials, _ = sweep
+    rows = trials[trials.workload == "second_request"].set_index("enable_prefix_caching")
+    assert rows.loc[True, "prefix_cache_hit_rate"] == pytest.approx(3 * BLOCK / 400)
+    assert not rows.loc[False, "prefix_cache_hits"] > 0  # no cache: vLLM counts no hits (or no queries at all)
+    # Throughput divides by the repeats' own span, not by the whole trial with its cold phase.
+    assert (rows.duration_s < rows.wall_s).all()
+
+
+def test_each_new_shape_is_warmed_up_once_per_engine(sweep):
+    trials, _ = sweep
+    first = trials[trials.repeat == 0]
+    assert (first.warmup_s > 0).all(), first[["workload", "warmup_s"]]
+    again = trials[(trials.workload == "fixed_task") & (trials.repeat == 1)]
+    assert len(again) == 2 and (again.warmup_s == 0).all()
+
+
+def test_trials_record_gc_pauses_and_output_variety(sweep):
+    trials, _ = sweep
+    assert trials.gc_pauses.notna().all() and (trials.gc_pause_total_ms >= 0).all()
+    assert ((trials.distinct_token_share > 0) & (trials.distinct_token_share <= 1)).all()
 
 
 @pytest.fixture(scope="module")

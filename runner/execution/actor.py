@@ -6,6 +6,7 @@ second engine would wipe the first one's counters.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import tempfile
 import time
@@ -25,6 +26,9 @@ from runner.plan.grid import EngineConfig, Trial
 
 KV_SAMPLE_EVERY_S = 0.2
 WARMUP_MODES = ("auto", "off")
+# A warm-up keeps the trial's prompt lengths, turns and concurrency (what first-use costs depend on) but
+# decodes at most this many tokens: longer decodes of the same batch compile nothing new.
+WARMUP_OUTPUT_CAP = 64
 
 
 @dataclass(kw_only=True)
@@ -45,7 +49,8 @@ class TrialResult:
 class EngineActor:
     """Wrapped by `ray.remote` in the scheduler (resources differ per device kind)."""
 
-    def __init__(self, *, env: dict[str, str], keys: RunKeys, slo: dict | None = None, warmup: str = "auto"):
+    def __init__(self, *, env: dict[str, str], keys: RunKeys, slo: dict | None = None, warmup: str = "auto",
+                 warmup_output_cap: Optional[int] = WARMUP_OUTPUT_CAP):
         for name, value in env.items():  # None: unset what the node's environment may carry
             if value is None:
                 os.environ.pop(name, None)
@@ -56,6 +61,7 @@ class EngineActor:
         self.host: Optional[EngineHost] = None
         self.engine: Optional[EngineConfig] = None
         self.warmup = warmup
+        self.warmup_output_cap = warmup_output_cap
         # (workload, params, concurrency, api) already run on this engine: their first-use costs are paid.
         self.warm_shapes: set[tuple] = set()
         self.gc_pauses = GcPauses().install()
@@ -146,6 +152,8 @@ class EngineActor:
         shape = (trial.workload, trial.params_json, trial.concurrency, trial.api)
         if shape in self.warm_shapes:
             return 0.0
+        if self.warmup_output_cap and getattr(params, "output_len", 0) > self.warmup_output_cap:
+            params = dataclasses.replace(params, output_len=self.warmup_output_cap)
         started = time.perf_counter()
         await workload.run(TrialContext(engine=self.host, concurrency=trial.concurrency, repeat=-1 - trial.repeat,
                                         params=params, api=trial.api, window=WholeRun()))

@@ -1,0 +1,127 @@
+"""Order does not move the figures: the same trials in two orders on one engine agree within their spread.
+
+One real engine (the embedded model, spec off) in a real Ray actor runs three decode shapes × 3 repeats in
+order A (shape by shape, repeats stacked) and then in order B (interleaved, reversed). With warm-up on, the
+per-shape medians of A and B agree within the spread between repeats, and the engine's very first trial is
+no outlier. A second engine with `warmup=off` runs the same first trial twice; its first-use cost is printed
+(the note on the measurement issue quotes it), not asserted: how large it is depends on the machine.
+"""
+from __future__ import annotations
+
+import json
+import statistics
+
+import pytest
+
+pytestmark = pytest.mark.engine
+
+SHAPES = [{"concurrency": 1, "input_len": 96, "output_len": 48},
+          {"concurrency": 4, "input_len": 96, "output_len": 48},
+          {"concurrency": 2, "input_len": 384, "output_len": 16}]
+REPEATS = 3
+
+
+def trial_of(engine, shape: dict, repeat: int):
+    from runner.plan.grid import Trial
+
+    params = {"input_len": shape["input_len"], "output_len": shape["output_len"]}
+    return Trial(trial_id=f"t-{shape['concurrency']}-{shape['input_len']}-{repeat}", engine_id=engine.engine_id,
+                 workload="decode", params=params, concurrency=shape["concurrency"], repeat=repeat)
+
+
+@pytest.fixture(scope="module")
+def ray_cluster():
+    import ray
+
+    from runner.execution.scheduler import connect_ray
+
+    connect_ray(address=None)
+    yield ray
+    ray.shutdown()
+
+
+def engine_actor(ray, *, warmup: str):
+    from runner.execution.actor import EngineActor
+    from runner.measurement.records import RunKeys
+    from runner.plan.grid import build_plan
+
+    plan = build_plan(sweep_name="order", model="tiny-mtp", grid={"spec_method": ["off"], "max_model_len": [1024],
+                                                                  "enable_prefix_caching": [True]},
+                      workloads={"decode": {}}, engine_args={"enforce_eager": True, "max_num_seqs": 8, "seed": 0})
+    engine = plan.engines[0]
+    actor = ray.remote(num_cpus=1, max_restarts=0)(EngineActor).remote(
+        env={"VLLM_CPU_KVCACHE_SPACE": "1", "TOKENIZERS_PARALLELISM": "false"},
+        keys=RunKeys(sweep="order", run_id=warmup), warmup=warmup)
+    started = ray.get(actor.start.remote(engine=engine, model={"builtin": "tiny_mtp", "weights": "trained",
+                                                               "load_format": "auto"}), timeout=900)
+    assert started.ok, started.failure_reason
+    return engine, actor
+
+
+def run(ray, actor, trials) -> list:
+    rows = []
+    for trial in trials:
+        result = ray.get(actor.run_trial.remote(trial=trial), timeout=600)
+        assert result.trial.status == "ok", result.trial.failure_reason
+        rows.append(result.trial)
+    return rows
+
+
+def value(row) -> float:
+    return row.decode_tok_s_per_session
+
+
+@pytest.fixture(scope="module")
+def two_orders(ray_cluster):
+    ray = ray_cluster
+    engine, actor = engine_actor(ray, warmup="auto")
+    order_a = [trial_of(engine, s, r) for s in SHAPES for r in range(REPEATS)]
+    order_b = [trial_of(engine, s, r) for r in range(REPEATS) for s in reversed(SHAPES)]
+    rows_a, rows_b = run(ray, actor, order_a), run(ray, actor, order_b)
+    ray.get(actor.shutdown.remote(), timeout=120)
+    ray.kill(actor)
+    return rows_a, rows_b
+
+
+def by_shape(rows) -> dict:
+    out: dict = {}
+    for row in rows:
+        key = (row.concurrency, json.loads(row.workload_params_json)["input_len"])
+        out.setdefault(key, []).append(value(row))
+    return out
+
+
+def test_two_orders_agree_within_the_spread_between_repeats(two_orders):
+    rows_a, rows_b = two_orders
+    a, b = by_shape(rows_a), by_shape(rows_b)
+    for key in a:
+        spread = max(max(a[key]) - min(a[key]), max(b[key]) - min(b[key]))
+        gap = abs(statistics.median(a[key]) - statistics.median(b[key]))
+        print(f"shape c={key[0]} in={key[1]}: order A {sorted(a[key])}, order B {sorted(b[key])}, "
+              f"median gap {gap:.1f} tok/s, spread {spread:.1f}")
+        assert gap <= spread, (key, a[key], b[key])
+
+
+def test_the_engines_first_trial_is_no_outlier(two_orders):
+    rows_a, rows_b = two_orders
+    first = rows_a[0]
+    key = (first.concurrency, json.loads(first.workload_params_json)["input_len"])
+    others = by_shape(rows_a[1:] + rows_b)[key]
+    lo, hi = min(others), max(others)
+    assert lo * 0.9 <= value(first) <= hi * 1.1, (value(first), others)
+    assert first.warmup_s > 0 and all(r.warmup_s == 0 for r in rows_b)
+
+
+def test_first_trial_effect_without_warm_up_is_measured(ray_cluster):
+    ray = ray_cluster
+    engine, actor = engine_actor(ray, warmup="off")
+    shape = SHAPES[2]
+    rows = run(ray, actor, [trial_of(engine, shape, r) for r in range(REPEATS + 1)])
+    ray.get(actor.shutdown.remote(), timeout=120)
+    ray.kill(actor)
+    first, later = rows[0], rows[1:]
+    assert first.warmup_s is None
+    ttft_ratio = first.ttft_p50_s / statistics.median(r.ttft_p50_s for r in later)
+    rate_ratio = value(first) / statistics.median(value(r) for r in later)
+    print(f"warmup=off, first trial vs the median of the {len(later)} after it: TTFT p50 ×{ttft_ratio:.2f}, "
+          f"decode tok/s per session ×{rate_ratio:.2f}")
