@@ -74,3 +74,25 @@ def test_cpu_slots_get_their_own_cores():
 
     assert [cpu_binding(slot=i, cores_per_engine=1, total_cores=2) for i in range(3)] == ["0", "1", "0"]
     assert cpu_binding(slot=1, cores_per_engine=2, total_cores=8) == "2-3"
+
+
+def test_ids_come_from_an_explicit_identity_and_are_pinned():
+    """Ids of earlier runs must not move (resume depends on them): a new EngineSettings column is not identity."""
+    import dataclasses
+
+    from runner.plan.grid import ENGINE_IDENTITY, engine_identity
+    from runner.schema import EngineSettings
+
+    plan = build_plan(sweep_name="pin", model="tiny-mtp",
+                      grid={"spec_method": ["off", "mtp"], "num_speculative_tokens": [2], "max_model_len": [1024],
+                            "concurrency": [1, 4]},
+                      workloads={"decode": {"input_len": 128, "output_len": 64}, "second_request": {"api": "async"}},
+                      engine_args={"enforce_eager": True, "seed": 0}, spec_extra={"mtp": {}})
+    assert [e.engine_id for e in plan.engines] == ["e-ab8375ed530e", "e-8b9b23816727"]
+    assert [t.trial_id for t in plan.trials][:3] == ["t-839c15f6b594", "t-705b50d3304f", "t-1db7132d6650"]
+    offline = build_plan(sweep_name="pin", model="tiny-mtp", grid={"spec_method": ["off"], "max_model_len": [1024]},
+                         workloads={"decode": {"api": "offline"}}, engine_args={})
+    assert [e.engine_id for e in offline.engines] == ["e-698f9f656846"]
+    # Every identity field is a settings field; a settings field outside the identity leaves ids alone.
+    assert set(ENGINE_IDENTITY) <= {f.name for f in dataclasses.fields(EngineSettings)}
+    assert set(engine_identity(plan.engines[0].settings)) == set(ENGINE_IDENTITY)

@@ -5,7 +5,7 @@ import dataclasses
 import hashlib
 import itertools
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 from runner.schema import EngineSettings
 
@@ -14,6 +14,24 @@ ENGINE_AXES = ("spec_method", "num_speculative_tokens", "enable_prefix_caching",
                "gpu_memory_utilization", "max_model_len")
 # Grid axes that vary the load driven through one engine.
 TRIAL_AXES = ("concurrency",)
+
+
+# What defines an engine, and so its id: named here, not derived from EngineSettings' fields, so that a new
+# settings column never changes the ids of earlier runs (and never stops them from resuming).
+ENGINE_IDENTITY = ("model", "spec_method", "num_speculative_tokens", "enable_prefix_caching",
+                   "gpu_memory_utilization", "max_model_len", "tensor_parallel_size", "engine_args_json")
+
+
+def engine_identity(settings: EngineSettings) -> dict:
+    return {name: getattr(settings, name) for name in ENGINE_IDENTITY}
+
+
+def engine_id_of(settings: EngineSettings, *, spec_extra: dict, api: str = "async") -> str:
+    """async engines hash without their api (their ids predate the offline API)."""
+    key = {"settings": engine_identity(settings), "spec_extra": spec_extra}
+    if api != "async":
+        key["api"] = api
+    return "e-" + stable_hash(key)
 
 
 class PlanError(ValueError):
@@ -163,7 +181,7 @@ def _expand_grid(*, model: str, grid: dict, engine_args: dict, engine_axes: dict
             **settings_kwargs,
         )
         method_extra = dict((spec_extra or {}).get(method) or {})
-        engine_id = "e-" + stable_hash({"settings": asdict(settings), "spec_extra": method_extra})
+        engine_id = engine_id_of(settings, spec_extra=method_extra)
         engines.append(EngineConfig(engine_id=engine_id, settings=settings, engine_args=args,
                                     spec_extra=method_extra))
     return engines
@@ -218,8 +236,7 @@ def with_api(engine: EngineConfig, api: str) -> EngineConfig:
     """The same engine settings under another API; async engines keep their ids."""
     if api == engine.api:
         return engine
-    engine_id = "e-" + stable_hash({"settings": asdict(engine.settings), "spec_extra": engine.spec_extra,
-                                    "api": api})
+    engine_id = engine_id_of(engine.settings, spec_extra=engine.spec_extra, api=api)
     return dataclasses.replace(engine, engine_id=engine_id, api=api)
 
 
