@@ -68,15 +68,16 @@ def make_plan(inputs: SweepInputs, *, check_engine_args: bool = True) -> Plan:
 
 
 def describe_plan(plan: Plan, *, done: set[str], parallel: int) -> str:
-    from runner.execution.scheduler import engine_label
+    from runner.plan.labels import plan_labels
 
+    labels = plan_labels(plan.engines)
     lines = [f"plan: {len(plan.engines)} engine configs, {len(plan.trials)} trials "
              f"({len(plan.trials) - len(done & {t.trial_id for t in plan.trials})} to run), "
              f"{parallel} engine(s) at a time"]
     for engine in plan.engines:
         trials = plan.trials_of(engine.engine_id)
         todo = sum(t.trial_id not in done for t in trials)
-        lines.append(f"  {engine_label(engine)}: {len(trials)} trials, {todo} to run")
+        lines.append(f"  {engine.engine_id} {labels[engine.engine_id]}: {len(trials)} trials, {todo} to run")
         for t in trials[:50]:
             mark = "done" if t.trial_id in done else "todo"
             lines.append(f"      [{mark}] {t.trial_id} {t.workload} c={t.concurrency} r={t.repeat} {t.params_json}")

@@ -419,8 +419,10 @@ def signals_deferred():
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
-def engine_label(engine: EngineConfig) -> str:
-    s = engine.settings
-    spec = "off" if s.spec_method == "off" else f"{s.spec_method}:{s.num_speculative_tokens}"
-    return f"{engine.engine_id} spec={spec} pc={'on' if s.enable_prefix_caching else 'off'} " \
-           f"mem={s.gpu_memory_utilization} len={s.max_model_len}"
+def engine_label(engine: EngineConfig, engines: Optional[list[EngineConfig]] = None) -> str:
+    """The engine's id and label; with the plan's engines, the label names each setting in which they differ
+    (runner.plan.labels), else every setting."""
+    from runner.plan.labels import full_label, plan_labels
+
+    label = plan_labels(engines).get(engine.engine_id) if engines else None
+    return f"{engine.engine_id} {label or full_label(engine.settings)}"

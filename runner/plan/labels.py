@@ -65,3 +65,10 @@ def full_label(s: EngineSettings) -> str:
     """One engine seen alone: the spec arm and every setting (where the other engines are not known)."""
     return " ".join([spec_arm_label(s.spec_method, s.num_speculative_tokens)]
                     + [f"{n}={v}" for n, v in _parts(s).items() if n != "model"])
+
+
+def plan_labels(engines: Sequence) -> dict[str, str]:
+    """`engine_id → label` for a plan's engines (EngineConfig: settings, api, engine_id)."""
+    engines = list(engines)
+    labels = engine_labels([e.settings for e in engines], apis=[getattr(e, "api", "async") for e in engines])
+    return {e.engine_id: label for e, label in zip(engines, labels)}
