@@ -6,6 +6,9 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Optional, Protocol
 
 from runner.measurement.metrics import Timeline
+from runner.measurement.deciding import (  # noqa: F401  (re-exported: each workload names its metric)
+    DECODE_SPEED, DECODE_SPEED_PER_RUN, FIRST_REQUEST_TTFT_P50, REPEAT_TTFT_P50, TTFT_P50, TURN2_TTFT_P50,
+    DecidingMetric)
 
 
 @dataclass(kw_only=True)
@@ -126,6 +129,8 @@ class Workload:
     description: ClassVar[str] = ""
     # The engine APIs this workload can drive (a workload's `api` param picks one).
     apis: ClassVar[tuple[str, ...]] = ("async",)
+    # The figure that decides this workload in reports and races (and its direction).
+    deciding: ClassVar[DecidingMetric]
 
     @classmethod
     def parse_params(cls, raw: dict[str, Any]) -> WorkloadParams:

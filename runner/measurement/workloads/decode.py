@@ -10,7 +10,7 @@ import asyncio
 from dataclasses import dataclass
 
 from runner.measurement.prompts import derived_seed, prompt_maker
-from runner.measurement.workloads.base import RequestResult, TrialContext, Workload, WorkloadParams
+from runner.measurement.workloads.base import DECODE_SPEED, RequestResult, TrialContext, Workload, WorkloadParams
 
 
 @dataclass(kw_only=True)
@@ -27,6 +27,7 @@ class Decode(Workload):
     name = "decode"
     params_type = DecodeParams
     description = "cold prompts of input_len tokens, output_len tokens each, N sessions at once"
+    deciding = DECODE_SPEED
     apis = ("async", "offline")
 
     async def run(self, ctx: TrialContext) -> list[RequestResult]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from runner.measurement.prompts import derived_seed, prompt_maker
-from runner.measurement.workloads.base import RequestResult, TrialContext, Workload, WorkloadParams
+from runner.measurement.workloads.base import DECODE_SPEED_PER_RUN, RequestResult, TrialContext, Workload, WorkloadParams
 
 
 @dataclass(kw_only=True)
@@ -33,6 +33,7 @@ class FixedTask(Workload):
     name = "fixed_task"
     params_type = FixedTaskParams
     description = "one fixed prompt: warmup runs, then `runs` measured runs at temperature 0 with a fixed seed"
+    deciding = DECODE_SPEED_PER_RUN
 
     async def run(self, ctx: TrialContext) -> list[RequestResult]:
         p: FixedTaskParams = ctx.params  # type: ignore[assignment]

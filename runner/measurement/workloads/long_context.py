@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from runner.measurement.prompts import derived_seed, insert_at, needle, prompt_maker
-from runner.measurement.workloads.base import RequestResult, TrialContext, Workload, WorkloadParams
+from runner.measurement.workloads.base import FIRST_REQUEST_TTFT_P50, RequestResult, TrialContext, Workload, WorkloadParams
 
 QUESTION_TOKENS = 16  # the closing question's length for synthetic prompts (text ones are tokenized)
 # Room left for a tokenized question when context_len fills the model length.
@@ -45,6 +45,7 @@ class LongContext(Workload):
     name = "long_context"
     params_type = LongContextParams
     description = "a prompt near max_model_len with a seeded needle; first TTFT then repeat-prefix TTFT"
+    deciding = FIRST_REQUEST_TTFT_P50
 
     async def run(self, ctx: TrialContext) -> list[RequestResult]:
         p: LongContextParams = ctx.params  # type: ignore[assignment]

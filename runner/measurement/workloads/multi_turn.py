@@ -11,7 +11,7 @@ import asyncio
 from dataclasses import dataclass
 
 from runner.measurement.prompts import derived_seed, prompt_maker
-from runner.measurement.workloads.base import RequestResult, TrialContext, Workload, WorkloadParams
+from runner.measurement.workloads.base import TURN2_TTFT_P50, RequestResult, TrialContext, Workload, WorkloadParams
 
 
 @dataclass(kw_only=True)
@@ -29,6 +29,7 @@ class MultiTurn(Workload):
     name = "multi_turn"
     params_type = MultiTurnParams
     description = "S sessions × T turns from context_len tokens, each turn adds the answer + turn_tokens"
+    deciding = TURN2_TTFT_P50
 
     async def run(self, ctx: TrialContext) -> list[RequestResult]:
         p: MultiTurnParams = ctx.params  # type: ignore[assignment]

@@ -11,7 +11,7 @@ import asyncio
 from dataclasses import dataclass
 
 from runner.measurement.prompts import derived_seed, prompt_maker
-from runner.measurement.workloads.base import RequestResult, TrialContext, Workload, WorkloadParams
+from runner.measurement.workloads.base import REPEAT_TTFT_P50, RequestResult, TrialContext, Workload, WorkloadParams
 
 
 @dataclass(kw_only=True)
@@ -30,6 +30,7 @@ class SecondRequest(Workload):
     name = "second_request"
     params_type = SecondRequestParams
     description = "each session's prompt twice: cold, then repeat (a prefix-cache hit where caching is on)"
+    deciding = REPEAT_TTFT_P50
 
     async def run(self, ctx: TrialContext) -> list[RequestResult]:
         p: SecondRequestParams = ctx.params  # type: ignore[assignment]

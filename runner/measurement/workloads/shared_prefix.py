@@ -11,7 +11,7 @@ import asyncio
 from dataclasses import dataclass
 
 from runner.measurement.prompts import derived_seed, prompt_maker
-from runner.measurement.workloads.base import RequestResult, TrialContext, Workload, WorkloadParams
+from runner.measurement.workloads.base import TTFT_P50, RequestResult, TrialContext, Workload, WorkloadParams
 
 
 @dataclass(kw_only=True)
@@ -29,6 +29,7 @@ class SharedPrefix(Workload):
     name = "shared_prefix"
     params_type = SharedPrefixParams
     description = "S sessions at once, a shared prefix of prefix_len tokens + a unique suffix each; TTFT per session"
+    deciding = TTFT_P50
 
     async def run(self, ctx: TrialContext) -> list[RequestResult]:
         p: SharedPrefixParams = ctx.params  # type: ignore[assignment]
