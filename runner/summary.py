@@ -4,7 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 SUMMARY_COLUMNS = {
-    "workload": "workload", "spec": "spec", "enable_prefix_caching": "pc", "concurrency": "conc",
+    "workload": "workload", "engine": "engine", "concurrency": "conc",
     "status": "status", "ttft_p50_ms": "ttft p50 ms", "tpot_p50_ms": "tpot p50 ms",
     "decode_tok_s_per_session": "tok/s/session", "decode_tok_s_aggregate": "tok/s total",
     "spec_acceptance_rate": "accept", "spec_mean_acceptance_length": "accept len",
@@ -14,10 +14,14 @@ SUMMARY_COLUMNS = {
 
 def summary_frame(trials):
     frame = trials.copy()
-    frame["spec"] = [m if m == "off" else f"{m}:{k}" for m, k in zip(frame.spec_method, frame.num_speculative_tokens)]
+    from runner.plan.labels import labels_of_rows
+
+    # The spec arm, then each setting in which this run's engines differ (kv_cache_dtype=fp8, pc=off, ...).
+    label_of = labels_of_rows(frame.to_dict("records"))
+    frame["engine"] = frame.engine_id.map(label_of)
     frame["ttft_p50_ms"] = frame.ttft_p50_s * 1000
     frame["tpot_p50_ms"] = frame.tpot_p50_s * 1000
-    frame = frame.sort_values(["workload", "spec", "enable_prefix_caching", "concurrency", "repeat"])
+    frame = frame.sort_values(["workload", "engine", "concurrency", "repeat"])
     return frame[list(SUMMARY_COLUMNS)].rename(columns=SUMMARY_COLUMNS)
 
 

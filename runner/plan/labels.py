@@ -72,3 +72,21 @@ def plan_labels(engines: Sequence) -> dict[str, str]:
     engines = list(engines)
     labels = engine_labels([e.settings for e in engines], apis=[getattr(e, "api", "async") for e in engines])
     return {e.engine_id: label for e, label in zip(engines, labels)}
+
+
+def _plain(value):
+    return value.item() if hasattr(value, "item") and not isinstance(value, (list, dict, str)) else value
+
+
+def labels_of_rows(rows) -> dict[str, str]:
+    """`engine_id → label` from persisted rows (trials or engines: dicts holding EngineSettings' columns)."""
+    import dataclasses
+
+    names = [f.name for f in dataclasses.fields(EngineSettings)]
+    first: dict[str, dict] = {}
+    for row in rows:
+        first.setdefault(row["engine_id"], row)
+    ids = list(first)
+    settings = [EngineSettings(**{n: _plain(first[i][n]) for n in names if n in first[i]}) for i in ids]
+    apis = [str(first[i].get("api") or "async") for i in ids]
+    return dict(zip(ids, engine_labels(settings, apis=apis)))

@@ -74,13 +74,15 @@ def _clean(value):
     return value
 
 
-def trial_config(trial: dict, engine: dict | None) -> dict:
-    """The trial's full configuration: its keys, engine settings and arguments, workload params."""
+def trial_config(trial: dict, engine: dict | None, *, label: str | None = None) -> dict:
+    """The trial's full configuration: its keys, engine settings and arguments, workload params, and the
+    engine's label among the run's engines (runner.plan.labels)."""
     config = {k: _clean(trial.get(k)) for k in TRIAL_CONFIG_KEYS}
     config["workload_params"] = json.loads(trial.get("workload_params_json") or "{}")
     config["engine_args"] = json.loads(trial.get("engine_args_json") or "{}")
     config["spec"] = ("off" if trial.get("spec_method") in (None, "off")
                       else f"{trial['spec_method']}:{trial['num_speculative_tokens']}")
+    config["engine_label"] = label or config["spec"]
     if engine:
         config["device_name"] = engine.get("device_name")
         config["vllm_version"] = engine.get("vllm_version")
@@ -173,11 +175,12 @@ def _init(wandb, target: WandbTarget, *, run_dir: Path, **kwargs):
 
 
 def _export_trial(wandb, target: WandbTarget, *, run_dir: Path, group: str, trial: dict, engine: dict | None,
-                  requests: list[dict], wandb_id: str) -> None:
-    spec = trial_config(trial, engine)["spec"]
+                  requests: list[dict], wandb_id: str, label: str | None = None) -> None:
+    config = trial_config(trial, engine, label=label)
     run = _init(wandb, target, run_dir=run_dir, group=group, job_type=trial["workload"], id=wandb_id,
-                name=f"{trial['workload']}-{spec}-c{trial['concurrency']}-r{trial['repeat']}",
-                config=trial_config(trial, engine))
+                name=f"{trial['workload']}-{config['engine_label'].replace(' ', '-')}-c{trial['concurrency']}"
+                     f"-r{trial['repeat']}",
+                config=config)
     try:
         run.summary.update(trial_summary(trial, engine))
         if requests:
@@ -235,6 +238,9 @@ def export_run(*, run_dir: Path, target: WandbTarget = WandbTarget(), echo: bool
         import wandb
 
         engine_of = {e["engine_id"]: e for e in engines}
+        from runner.plan.labels import labels_of_rows
+
+        label_of = labels_of_rows(trials)
         requests = _read_requests(run_dir / "requests.parquet")
         sweep, run_id = todo[0]["sweep"], todo[0]["run_id"]
         group = f"{sweep}/{run_id}"
@@ -243,7 +249,7 @@ def export_run(*, run_dir: Path, target: WandbTarget = WandbTarget(), echo: bool
             wandb_id = _run_id(run_id, trial["trial_id"], *([f"x{n}"] if n else []))
             _export_trial(wandb, target, run_dir=run_dir, group=group, trial=trial,
                           engine=engine_of.get(trial["engine_id"]), requests=requests.get(trial["trial_id"], []),
-                          wandb_id=wandb_id)
+                          wandb_id=wandb_id, label=label_of.get(trial["engine_id"]))
             ledger.record(trial, wandb_id)
             result.exported += 1
         _export_sweep(wandb, target, run_dir=run_dir, group=group, sweep=sweep, run_id=run_id, engines=engines,
