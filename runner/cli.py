@@ -14,6 +14,7 @@ from omegaconf import DictConfig, OmegaConf
 from runner.measurement.records import RunKeys
 from runner.plan.grid import Plan, PlanError, build_plan
 from runner.plan.validate import check_overrides, engine_arg_names, validate, validate_run
+from runner.report.settings import ReportSettingsError, parse_settings as parse_report_settings
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -129,7 +130,8 @@ def run_sweep(cfg: DictConfig, *, run_dir: Path) -> int:
         cfg = apply_preset(cfg)
         inputs = SweepInputs.from_config(cfg)
         plan = make_plan(inputs)
-    except PlanError as exc:
+        parse_report_settings(OmegaConf.to_container(cfg, resolve=True).get("report", True))
+    except (PlanError, ReportSettingsError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     from runner.sinks.parquet import ParquetSink
@@ -159,7 +161,7 @@ def run_sweep(cfg: DictConfig, *, run_dir: Path) -> int:
     from runner.summary import print_summary
 
     print_summary(run_dir=run_dir, trial_ids={t.trial_id for t in plan.trials})
-    if cfg.get("report", True):
+    if parse_report_settings(cfg.get("report", True)).enabled:
         _write_report(run_dir)
     print(f"results: {run_dir}")
     print(f"total time: {time.perf_counter() - wall_start:.1f} s")
@@ -200,55 +202,143 @@ def _prepare_builtin_model(model: dict) -> None:
     print(f"model ready in {time.perf_counter() - started:.0f} s: {folder}", flush=True)
 
 
+def execution_options(execution: dict, *, sweep: dict | None = None) -> dict:
+    """The scheduler's residency, order, deadline and race settings, checked before anything starts."""
+    resident = str(execution.get("resident", "auto")).lower()
+    if resident in ("false", "none"):
+        resident = "off"
+    if resident in ("true",):
+        resident = "on"
+    if resident not in ("auto", "on", "off"):
+        raise PlanError(f"execution.resident={execution.get('resident')!r}: valid: auto, on, off "
+                        f"(fix: execution.resident=auto)")
+    deadline = execution.get("deadline_s")
+    if deadline is not None and (not isinstance(deadline, (int, float)) or isinstance(deadline, bool) or deadline <= 0):
+        raise PlanError(f"execution.deadline_s={deadline!r} must be seconds > 0 or null (fix: execution.deadline_s=3600)")
+    seed = execution.get("order_seed", 0)
+    if not isinstance(seed, int) or isinstance(seed, bool):
+        raise PlanError(f"execution.order_seed={seed!r} must be an integer (fix: execution.order_seed=0)")
+    shutdown = execution.get("shutdown_timeout_s", 10)
+    if not isinstance(shutdown, (int, float)) or shutdown <= 0:
+        raise PlanError(f"execution.shutdown_timeout_s={shutdown!r} must be seconds > 0 "
+                        f"(fix: execution.shutdown_timeout_s=10)")
+    sweep = sweep or {}
+    return {"resident": resident, "deadline_s": None if deadline is None else float(deadline), "order_seed": seed,
+            "shutdown_timeout_s": float(shutdown), "race": bool(sweep.get("race", False)),
+            "race_tie_band": float(sweep.get("race_tie_band", 0.02))}
+
+
 def _execute(*, plan: Plan, inputs: SweepInputs, sink, run_dir: Path, done: set[str], todo: int) -> int:
+    import threading
+
     from tqdm import tqdm
 
-    from runner.execution.scheduler import ExecutionSettings, Interrupted, Scheduler
+    from runner.execution.scheduler import DeadlineReached, ExecutionSettings, Interrupted, Scheduler
     from runner.sinks.tracking import open_tracker
 
     device = inputs.engine.get("device", "cpu")
-    if not inputs.cluster.get("address"):
-        _prepare_builtin_model(inputs.model)
-    capacity = start_ray(inputs.cluster, device=device)
     execution = inputs.execution
-    settings = ExecutionSettings(device=device, max_parallel_engines=capacity.max_parallel_engines,
-                                 device_units=capacity.device_units,
-                                 cpus_per_engine=float(inputs.cluster.get("cpus_per_engine") or 1),
-                                 env=execution_env(inputs.engine),
-                                 trial_timeout_s=float(execution.get("trial_timeout_s", 1800)),
-                                 start_timeout_s=float(execution.get("start_timeout_s", 1800)),
-                                 max_trial_retries=int(execution.get("max_trial_retries", 1)),
-                                 slo={k: v for k, v in (execution.get("slo") or {}).items() if v is not None})
-    keys = RunKeys(sweep=plan.sweep, run_id=inputs.run)
-    tracker = open_tracker(tracking=inputs.tracking, keys=keys, run_dir=run_dir, plan=plan)
-    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
-    progress = tqdm(total=todo, desc="trials", unit="trial", dynamic_ncols=True)
-    scheduler = Scheduler(plan=plan, model_cfg=inputs.model, keys=keys, sink=sink, settings=settings,
-                          log_dir=run_dir / "logs", on_trial=tracker.log_trial, on_engine=tracker.log_engine,
-                          progress=progress)
     try:
-        scheduler.run(skip_trial_ids=done)
-    except Interrupted:
-        print(f"\ninterrupted: finished trials are in {run_dir}; run the same command again to resume",
-              file=sys.stderr)
+        options = execution_options(execution, sweep=_sweep_section(run_dir))
+    except PlanError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    # Ray starts beside the model check; signals arrive as KeyboardInterrupt from here on.
+    previous = {sig: signal.signal(sig, _raise_interrupt) for sig in (signal.SIGTERM, signal.SIGINT)}
+    ray_box: dict = {}
+    ray_thread = threading.Thread(target=_start_ray_into, args=(ray_box, inputs.cluster, device), daemon=True)
+    ray_thread.start()
+    progress = tracker = None
+    try:
+        if not inputs.cluster.get("address"):
+            _prepare_builtin_model(inputs.model)
+        ray_thread.join()
+        if "error" in ray_box:
+            raise ray_box["error"]
+        capacity = ray_box["capacity"]
+        settings = ExecutionSettings(device=device, max_parallel_engines=capacity.max_parallel_engines,
+                                     device_units=capacity.device_units,
+                                     cpus_per_engine=float(inputs.cluster.get("cpus_per_engine") or 1),
+                                     env=execution_env(inputs.engine),
+                                     trial_timeout_s=float(execution.get("trial_timeout_s", 1800)),
+                                     start_timeout_s=float(execution.get("start_timeout_s", 1800)),
+                                     max_trial_retries=int(execution.get("max_trial_retries", 1)),
+                                     slo={k: v for k, v in (execution.get("slo") or {}).items() if v is not None},
+                                     cpu_kv_gib=float(inputs.engine.get("cpu_kvcache_space_gib") or 1), **options)
+        keys = RunKeys(sweep=plan.sweep, run_id=inputs.run)
+        tracker = open_tracker(tracking=inputs.tracking, keys=keys, run_dir=run_dir, plan=plan)
+        progress = tqdm(total=todo, desc="trials", unit="trial", dynamic_ncols=True)
+        scheduler = Scheduler(plan=plan, model_cfg=inputs.model, keys=keys, sink=sink, settings=settings,
+                              log_dir=run_dir / "logs", on_trial=tracker.log_trial, on_engine=tracker.log_engine,
+                              progress=progress)
+        scheduler.run(skip_trial_ids=done | _skipped_ids(sink))
+    except (Interrupted, KeyboardInterrupt):
+        _ignore_signals()
+        print(f"\ninterrupted: finished trials are in {run_dir}; the trial in flight reruns; "
+              f"run the same command again to resume", file=sys.stderr)
         return 130
+    except DeadlineReached as exc:
+        _ignore_signals()
+        print(f"\nstopped at execution.deadline_s: {exc.reason}; {exc.left} trial(s) left; finished trials are in "
+              f"{run_dir}; run the same command again (with a later execution.deadline_s) to resume", file=sys.stderr)
+        return 3
     finally:
-        signal.signal(signal.SIGTERM, previous)
-        progress.close()
-        tracker.finish()
+        _ignore_signals()
+        if progress is not None:
+            progress.close()
+        if tracker is not None:
+            tracker.finish()
         _shutdown_ray()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
     return 0
+
+
+def _sweep_section(run_dir: Path) -> dict:
+    """sweep.race lives in the saved config (SweepInputs does not carry it)."""
+    try:
+        cfg = OmegaConf.load(run_dir / "config.yaml")
+        return OmegaConf.to_container(cfg.get("sweep") or {}, resolve=True) or {}
+    except Exception:
+        return {}
+
+
+def _skipped_ids(sink) -> set[str]:
+    """Race-eliminated trials are done: a resume does not run them (nor does retry_failed)."""
+    return {r["trial_id"] for r in getattr(sink, "rows", {}).get("trials", []) if r.get("status") == "skipped"}
+
+
+def _start_ray_into(box: dict, cluster: dict, device: str) -> None:
+    try:
+        box["capacity"] = start_ray(cluster, device=device)
+    except BaseException as exc:  # re-raised in the main thread
+        box["error"] = exc
 
 
 def _raise_interrupt(signum, frame):
     raise KeyboardInterrupt()
 
 
+def _ignore_signals() -> None:
+    """A second Ctrl-C must not cut the cleanup short (engines still to kill)."""
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            signal.signal(sig, signal.SIG_IGN)
+        except ValueError:  # not the main thread
+            pass
+
+
 def _shutdown_ray() -> None:
     import ray
 
-    if ray.is_initialized():
-        ray.shutdown()
+    if not ray.is_initialized():
+        return
+    import threading
+
+    # Bounded: a wedged raylet must not hold the exit past the stop-in-seconds promise.
+    worker = threading.Thread(target=ray.shutdown, daemon=True)
+    worker.start()
+    worker.join(timeout=8)
 
 
 CONF_DIR = str(Path(__file__).resolve().parents[1] / "conf")

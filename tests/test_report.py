@@ -12,8 +12,7 @@ import pytest
 
 from runner.report.build import analyse, write_report
 from runner.report.load import load_results
-from runner.report.metrics import robust_score
-from runner.report.verdict import CAPACITY_OUTCOME, TIE_OUTCOME, choose_k
+from runner.report.verdict import CAPACITY_OUTCOME, TIE_OUTCOME, TOO_FEW_OUTCOME, choose_k
 from runner.schema import EngineRecord, RequestRecord, TrialRecord
 from runner.sinks.parquet import table_path, write_atomic
 
@@ -53,6 +52,8 @@ class Sweep:
                 self.requests.append(RequestRecord(sweep="fx", run_id=self.run_id, trial_id=trial_id,
                                                    engine_id=e.engine_id, request_index=i, **r))
         ok = status == "ok"
+        if tok_s is not None and ok:
+            columns.setdefault("decode_tok_s_aggregate", tok_s * concurrency)
         self.trials.append(TrialRecord(
             model="m", spec_method=e.spec_method, num_speculative_tokens=e.num_speculative_tokens, sweep="fx",
             run_id=self.run_id, trial_id=trial_id, engine_id=e.engine_id, workload=workload,
@@ -142,17 +143,13 @@ def _outcome(analysis, workload: str, concurrency: int, **params) -> str:
     return o.iloc[0].outcome
 
 
-def test_robust_score_is_median_minus_scaled_mad():
-    assert robust_score([10, 11, 13], higher_is_better=True) == pytest.approx(11 - 1.4826 * 1)
-    assert robust_score([10, 11, 13], higher_is_better=False) == pytest.approx(11 + 1.4826 * 1)
-    assert robust_score([np.nan, 5.0], higher_is_better=True) == 5.0
-
-
-def test_choose_k_within_one_percent_is_a_tie_and_the_smaller_k_wins():
-    candidates = pd.DataFrame({"k": [0, 1, 2], "score": [100.0, 149.0, 150.0], "n": [3, 3, 3]})
-    assert choose_k(candidates, higher_is_better=True) == {"best_k": 1, "tied": [1, 2], "n_min": 3}
-    lower = pd.DataFrame({"k": [0, 2], "score": [1.0, 0.5], "n": [3, 1]})
-    assert choose_k(lower, higher_is_better=False) == {"best_k": 2, "tied": [2], "n_min": 1}
+def test_choose_k_within_noise_is_a_tie_and_the_smaller_k_wins():
+    candidates = pd.DataFrame({"k": [0, 1, 2], "n": [3, 3, 3],
+                               "values": [[100, 101, 99], [149, 150, 151], [150.5, 149.5, 151.5]]})
+    candidates["median"] = [float(np.median(v)) for v in candidates["values"]]
+    assert choose_k(candidates, higher_is_better=True) == {"best_k": 1, "leader_k": 2, "tied": [1, 2], "n_min": 3}
+    lower = pd.DataFrame({"k": [0, 2], "n": [3, 1], "values": [[1.0, 1.0, 1.1], [0.5]], "median": [1.0, 0.5]})
+    assert choose_k(lower, higher_is_better=False) == {"best_k": None, "leader_k": 2, "tied": [2], "n_min": 1}
 
 
 def test_tie_between_k1_and_k2_picks_k1(analysis):
@@ -162,11 +159,11 @@ def test_tie_between_k1_and_k2_picks_k1(analysis):
     assert choices[choices.concurrency == 16].iloc[0].best_k == 0  # spec off wins at 16 sessions
     row = analysis.draft_summary[analysis.draft_summary.workload == "decode"].iloc[0]
     assert "k=1 at c=1, 4" in row["best k"] and "k=0 (off) at c=16" in row["best k"]
-    assert "ties" in row.notes and "not robust" not in row.notes
+    assert "ties" in row.notes and "fewer than" not in row.notes and row["single k"] == "1"
 
 
 def test_verdict_tie_and_crossover(analysis):
-    # mtp:1 vs mtp:2 medians: 150 vs 150.5 (c=1) and 120 vs 120.5 (c=4): within 1%.
+    # mtp:1 vs mtp:2 medians: 150 vs 150.5 (c=1) and 120 vs 120.5 (c=4): inside the 2% tie band.
     assert _outcome(analysis, "decode", 1) == TIE_OUTCOME
     assert _outcome(analysis, "decode", 16) == "off"
     cross = analysis.crossovers[analysis.crossovers.workload == "decode"]
@@ -174,6 +171,8 @@ def test_verdict_tie_and_crossover(analysis):
     verdict = analysis.verdict[analysis.verdict.workload == "decode"].set_index("winner")
     assert verdict.loc["off", "over"] == "c=16"
     assert verdict.loc["off", "by how much"].startswith("1.25× over mtp:1")
+    lo, hi = map(float, verdict.loc["off", "95% interval"].rstrip("×").split("–"))
+    assert 1.02 < lo <= 1.25 <= hi  # off [49, 50, 51] against mtp:1 [39, 40, 41]
     assert verdict.loc[TIE_OUTCOME, "over"] == "c=1, 4"
     assert "failed: mtp:3" in verdict.loc["off", "notes"]
 
@@ -185,10 +184,12 @@ def test_capacity_wall_is_flagged_not_read_as_a_win(analysis):
     # 8 sessions × (16384 + 2·1088 + 64) = 148,992 live tokens against a 100,000-token pool.
     assert walled.demand_tokens.iloc[0] == 8 * (16384 + 2 * 1088 + 64)
     assert _outcome(analysis, "multi_turn", 8, context_len=16384) == CAPACITY_OUTCOME
-    assert _outcome(analysis, "multi_turn", 8, context_len=4096) == "off"
-    row = analysis.verdict[(analysis.verdict.workload == "multi_turn") & (analysis.verdict.winner == "off")].iloc[0]
-    assert row["by how much"].startswith("7.50×")  # turn-1 TTFT 1.5 s vs 0.2 s decides, not the trial's 1.0 s
-    assert "1 repeat(s): below 3, not robust" in row.notes
+    # One repeat: off leads by 7.5× on the numbers, but no winner is named.
+    assert _outcome(analysis, "multi_turn", 8, context_len=4096) == TOO_FEW_OUTCOME
+    row = analysis.verdict[(analysis.verdict.workload == "multi_turn")
+                           & (analysis.verdict.winner == TOO_FEW_OUTCOME)].iloc[0]
+    assert "off / mtp:1 7.50×" in row["by how much"]  # turn-1 TTFT 1.5 s vs 0.2 s decides, not the trial's 1.0 s
+    assert "1 repeat(s): below 3, no winner (fix: sweep.repeats=3)" in row.notes
 
 
 def test_divergence_is_found_per_request(analysis):
@@ -238,6 +239,7 @@ def test_fixed_task_runs_count_as_repeats(tmp_path):
     assert points.loc["off", "n"] == 3 and points.loc["off", "median"] == pytest.approx(1 / 0.0130)
     row = a.verdict.iloc[0]
     assert row.winner == "mtp:2" and row["by how much"].startswith("1.94× over off") and row.notes == ""
+    assert row["95% interval"] != "–"
     assert a.draft_summary.iloc[0]["best k"].startswith("k=2") and a.draft_summary.iloc[0].repeats == 3
 
 
@@ -249,8 +251,8 @@ def test_two_folders_are_compared_with_the_folder_in_the_arm(tmp_path):
         s.write(tmp_path / name)
     a = analyse(load_results([tmp_path / "run_a", tmp_path / "run_b"]))
     assert set(a.points.arm) == {"off @run_a", "off @run_b"}
-    assert a.verdict.iloc[0].winner == "off @run_b"
-    assert a.verdict.iloc[0]["by how much"] == "1.30× over off @run_a"
+    assert a.verdict.iloc[0].winner == TOO_FEW_OUTCOME  # one repeat each: the ratio is shown, no winner
+    assert a.verdict.iloc[0]["by how much"] == "ahead on the numbers: off @run_b / off @run_a 1.30×"
 
 
 def test_write_report_files_and_cli(fixture_dir, tmp_path):
@@ -259,14 +261,16 @@ def test_write_report_files_and_cli(fixture_dir, tmp_path):
                           cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.rstrip().splitlines()[-1].startswith("| multi_turn")  # the verdict table ends the output
-    assert "verdict:" in proc.stdout and "| decode | tie (within 1%)" in proc.stdout
+    assert "verdict:" in proc.stdout and "| decode | tie within noise" in proc.stdout
     text = (out / "report.md").read_text()
     for heading in ("## Verdict", "## Crossovers", "## Best draft count", "## Capacity-wall flags",
-                    "## Output divergence", "## Failed configurations", "## Plots"):
+                    "## Output divergence", "## Failed configurations", "## Plots", "## Recommendation",
+                    "## Under a latency target", "## Pareto"):
         assert heading in text
     names = {p.name for p in out.glob("*.png")}
     assert names == {"decode_vs_concurrency.png", "multi_turn_vs_concurrency.png", "acceptance_per_position.png",
-                     "kv_capacity.png"}
+                     "kv_capacity.png", "decode_pareto.png"}
+    assert (out / "recommendation.yaml").exists()
     assert not (fixture_dir / "report.md").exists()  # --out was honoured; the data folder is untouched
 
 
@@ -287,5 +291,6 @@ def test_report_on_a_real_cpu_sweep(small_sweep, tmp_path):
     assert len(a.verdict) >= 1 and set(a.verdict.workload) == {"decode"}
     assert not len(a.capacity)  # 2 sessions × ~88 tokens against a pool of hundreds of thousands
     assert len(a.draft_summary) == 1 and "fewer than 3" in a.draft_summary.iloc[0].notes
+    assert (tmp_path / "recommendation.yaml").exists()
     assert {p.name for p in report.plots} >= {"decode_vs_concurrency.png", "acceptance_per_position.png",
                                               "kv_capacity.png"}

@@ -1,4 +1,5 @@
-"""`python -m runner.report <results folder> [<more folders>...] [--out DIR]`: report.md + PNGs, headline tables."""
+"""`python -m runner.report <results folder> [<more folders>...] [--out DIR]`: report.md, recommendation.yaml,
+PNGs and the headline tables. Settings come from the first folder's config.yaml (`report:`); flags override."""
 from __future__ import annotations
 
 import argparse
@@ -6,15 +7,32 @@ import sys
 from pathlib import Path
 
 
+def _slo(text: str) -> tuple[str, float]:
+    name, sep, value = text.partition("=")
+    if not sep:
+        raise argparse.ArgumentTypeError(f"--slo {text!r}: expected NAME=MS, e.g. ttft_p99_ms=500")
+    try:
+        return name.strip(), float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--slo {text!r}: {value!r} is not a number of ms") from None
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m runner.report",
-        description="Write report.md and PNG plots from persisted results (Parquet only; nothing is re-run). "
-                    "Two or more folders are compared as one report.")
+        description="Write report.md, recommendation.yaml and PNG plots from persisted results (nothing is "
+                    "re-run). Two or more folders are compared as one report.")
     parser.add_argument("folders", nargs="+", type=Path, help="results folders (outputs/<sweep>/<run>)")
-    parser.add_argument("--out", type=Path, default=None, help="where report.md and plots go (default: the first folder)")
+    parser.add_argument("--out", type=Path, default=None, help="where the files go (default: the first folder)")
     parser.add_argument("--bandwidth-tbs", type=float, default=None,
                         help="device memory bandwidth in TB/s, for a device the report does not know")
+    parser.add_argument("--tie-band", type=float, default=None,
+                        help="ratio band around 1 read as a tie (default: report.tie_band, else 0.02)")
+    parser.add_argument("--slo", type=_slo, action="append", default=None, metavar="NAME=MS",
+                        help="a latency target (repeatable; replaces report.slo): ttft_p50_ms, ttft_p99_ms, "
+                             "tpot_p50_ms, tpot_p99_ms, e2e_p99_ms")
+    parser.add_argument("--gpu-hour-usd", type=float, default=None, help="price of one device-hour, for cost")
+    parser.add_argument("--seed", type=int, default=None, help="bootstrap seed (default: report.seed, else 0)")
     parser.add_argument("--quiet", action="store_true", help="write the files without printing the tables")
     return parser.parse_args(argv)
 
@@ -22,11 +40,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     from runner.report.build import write_report
+    from runner.report.metrics import UnknownWorkload
+    from runner.report.settings import ReportSettingsError
 
+    overrides = {"tie_band": args.tie_band, "slo": dict(args.slo) if args.slo else None,
+                 "gpu_hour_usd": args.gpu_hour_usd, "seed": args.seed}
     try:
-        write_report(run_dirs=args.folders, out_dir=args.out, echo=not args.quiet,
+        write_report(run_dirs=args.folders, out_dir=args.out, echo=not args.quiet, overrides=overrides,
                      bandwidth=args.bandwidth_tbs * 1e12 if args.bandwidth_tbs else None)
-    except FileNotFoundError as exc:
+    except (FileNotFoundError, ReportSettingsError, UnknownWorkload) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     return 0

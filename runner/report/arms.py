@@ -1,9 +1,10 @@
 """Arms (configurations under comparison) and workload points (where they are compared).
 
-An arm is everything about the engine that the sweep varied: spec method and
-draft count always show; prefix caching, memory budget, max length, engine
-arguments, API and model show only when they differ between arms; the source
-folder shows only when the same configuration appears in more than one folder.
+An arm is everything about the engine that the sweep varied, labelled as the
+plan labels engines (runner.plan.labels): the spec arm always shows, every
+other setting (prefix caching, memory budget, max length, engine arguments,
+API, model) only where arms differ; the source folder shows only when the same
+configuration appears in more than one folder.
 A workload point is (workload, params, concurrency); repeats of one arm at one
 point are pooled.
 """
@@ -12,6 +13,9 @@ from __future__ import annotations
 import json
 
 import pandas as pd
+
+from runner.plan.labels import engine_labels
+from runner.schema import EngineSettings
 
 ARM_FIELDS = ("model", "spec_method", "num_speculative_tokens", "enable_prefix_caching", "gpu_memory_utilization",
               "max_model_len", "tensor_parallel_size", "engine_args_json", "api")
@@ -47,38 +51,13 @@ def _fill_engine_api(engines: pd.DataFrame, trials: pd.DataFrame) -> pd.DataFram
     return engines
 
 
-def _setting_parts(row: dict, varying: set[str], varying_args: set[str]) -> list[str]:
-    """The label of everything but the spec method and draft count."""
-    parts = []
-    if "model" in varying:
-        parts.append(str(row["model"]))
-    if "enable_prefix_caching" in varying:
-        parts.append("pc" if row["enable_prefix_caching"] else "no-pc")
-    if "gpu_memory_utilization" in varying:
-        parts.append(f"gmu={row['gpu_memory_utilization']:g}")
-    if "max_model_len" in varying:
-        parts.append(f"len={int(row['max_model_len'])}")
-    if "tensor_parallel_size" in varying:
-        parts.append(f"tp={int(row['tensor_parallel_size'])}")
-    if "api" in varying:
-        parts.append(str(row["api"]))
-    args = _engine_args(row["engine_args_json"])
-    parts.extend(f"{key}={args.get(key)}" for key in sorted(varying_args))
-    return parts
-
-
 def _arm_table(rows: pd.DataFrame) -> pd.DataFrame:
     """One row per distinct (source, arm fields), with its label and sort order."""
     arms = rows[["source", *ARM_FIELDS]].drop_duplicates().reset_index(drop=True)
     arms["spec_method"] = arms.spec_method.fillna("off")
-    varying = {f for f in ARM_FIELDS if f not in ("spec_method", "num_speculative_tokens", "engine_args_json")
-               and arms[f].astype(str).nunique() > 1}
-    parsed = [_engine_args(t) for t in arms.engine_args_json]
-    keys = set().union(*parsed) if parsed else set()
-    varying_args = {k for k in keys if len({json.dumps(a.get(k), sort_keys=True) for a in parsed}) > 1}
-    settings = [" ".join(_setting_parts(r, varying, varying_args)) for r in arms.to_dict("records")]
-    specs = [spec_label(m, k) for m, k in zip(arms.spec_method, arms.num_speculative_tokens)]
-    arms["arm"] = [f"{spec} {rest}".strip() for spec, rest in zip(specs, settings)]
+    labels = engine_labels([_settings(r) for r in arms.to_dict("records")], apis=list(arms.api.astype(str)))
+    arms["arm"] = labels
+    settings = [label.partition(" ")[2] for label in labels]
     # Arms that differ only in spec method and k form a family: the candidates for "best draft count".
     arms["family"] = settings
     if (arms.groupby("arm").source.nunique() > 1).any():
@@ -93,6 +72,20 @@ def _arm_table(rows: pd.DataFrame) -> pd.DataFrame:
     order = sorted(arms.arm_order.unique())
     arms["arm_order"] = arms.arm_order.map({o: i for i, o in enumerate(order)})
     return arms
+
+
+def _settings(row: dict) -> EngineSettings:
+    def number(value, default, kind):
+        return default if value is None or pd.isna(value) else kind(value)
+
+    return EngineSettings(
+        model=str(row["model"]), spec_method=str(row["spec_method"] or "off"),
+        num_speculative_tokens=number(row["num_speculative_tokens"], 0, int),
+        enable_prefix_caching=bool(row["enable_prefix_caching"]) if row["enable_prefix_caching"] is not None else True,
+        gpu_memory_utilization=number(row["gpu_memory_utilization"], 0.9, float),
+        max_model_len=number(row["max_model_len"], 0, int),
+        tensor_parallel_size=number(row["tensor_parallel_size"], 1, int),
+        engine_args_json=row["engine_args_json"] or "{}")
 
 
 def _row_keys(frame: pd.DataFrame, columns: list[str]) -> list[str]:

@@ -7,18 +7,25 @@ from pathlib import Path
 
 import pandas as pd
 
-from runner.report import flags, plots, verdict
+from runner.report import flags, plots, sections, verdict
 from runner.report.arms import add_arms, describe_point, fixed_params, point_axes, point_coords
+from runner.report.cost import cost_table
 from runner.report.load import Results, load_results
-from runner.report.metrics import DECIDING_METRICS, deciding_metric, point_table, sample_values
+from runner.report.metrics import deciding_metric, point_table, sample_values
+from runner.report.pareto import pareto_points
+from runner.report.race_report import race_stops
+from runner.report.recommend import recommendation
 from runner.report.render import md_table, percent, section
+from runner.report.settings import ReportSettings, parse_settings
+from runner.report.slo import arm_point_figures, max_concurrency, slo_choices
 
 
 @dataclass(kw_only=True)
 class Analysis:
-    """Every table the report shows, computed from the three Parquet tables alone."""
+    """Every table the report shows, computed from the persisted files alone."""
 
     results: Results
+    settings: ReportSettings
     engines: pd.DataFrame
     trials: pd.DataFrame
     points: pd.DataFrame
@@ -29,8 +36,23 @@ class Analysis:
     draft_summary: pd.DataFrame
     capacity: pd.DataFrame
     divergence: pd.DataFrame
+    degenerate: pd.DataFrame
     failures: pd.DataFrame
     bandwidth: pd.DataFrame
+    slo_choices: pd.DataFrame
+    slo_reach: pd.DataFrame
+    pareto: pd.DataFrame
+    cost: pd.DataFrame
+    race: pd.DataFrame
+    recommendation: dict
+
+    def point_text(self, frame: pd.DataFrame) -> list[str]:
+        return _point_text(frame, self.trials)
+
+    def params_text(self, workload: str, params_json: str) -> str:
+        """A workload's varying params (not concurrency) at one params value."""
+        axes = [x for x in point_axes(self.trials[self.trials.workload == workload]) if x != "concurrency"]
+        return describe_point(point_coords({"workload_params_json": params_json, "concurrency": 0}), axes)
 
 
 @dataclass(kw_only=True)
@@ -38,23 +60,46 @@ class Report:
     path: Path
     plots: list[Path] = field(default_factory=list)
     analysis: Analysis | None = None
+    recommendation_path: Path | None = None
 
 
-def analyse(results: Results, *, bandwidth: float | None = None) -> Analysis:
+def settings_of(results: Results) -> ReportSettings:
+    """The first folder's persisted `report` settings (defaults when it has none)."""
+    return parse_settings(results.configs[0].get("report") if results.configs else None)
+
+
+def analyse(results: Results, *, bandwidth: float | None = None, settings: ReportSettings | None = None) -> Analysis:
+    s = settings or settings_of(results)
     engines, trials = add_arms(results.engines, results.trials)
     requests = results.requests
-    points = point_table(trials, sample_values(trials, requests))
+    points = point_table(trials, sample_values(trials, requests), seed=s.seed)
     capacity = flags.capacity_flags(trials, requests, engines)
-    outcomes = verdict.point_outcomes(points, walled=flags.walled_points(capacity))
+    rule = dict(tie_band=s.tie_band, min_repeats=s.min_repeats, seed=s.seed)
+    outcomes = verdict.point_outcomes(points, walled=flags.walled_points(capacity), **rule)
     divergence = flags.divergence_flags(trials, requests)
-    choices = verdict.draft_count_choices(points)
+    choices = verdict.draft_count_choices(points, **rule)
+    summary = verdict.draft_count_summary(choices, trials, min_repeats=s.min_repeats)
+    figures = arm_point_figures(trials, s.slo) if s.slo else None
+    degenerate = flags.degenerate_flags(trials)
+    failures = flags.failures(engines, trials)
+    race = race_stops(trials)
+    recommended = recommendation(
+        outcomes=outcomes, engines=engines, draft_summary=summary, point_text=_point_text(outcomes, trials),
+        metric_heading={w: deciding_metric(w).heading for w in outcomes.workload.unique()},
+        config=results.configs[0] if results.configs else {}, degenerate=degenerate, divergence=divergence,
+        failures=failures, stops=race, tie_band=s.tie_band, min_repeats=s.min_repeats, sources=results.sources)
     return Analysis(
-        results=results, engines=engines, trials=trials, points=points, outcomes=outcomes,
-        verdict=verdict.verdict_table(outcomes, trials, capacity=capacity, divergence=divergence),
-        crossovers=verdict.crossovers(outcomes, trials), draft_choices=choices,
-        draft_summary=verdict.draft_count_summary(choices, trials), capacity=capacity, divergence=divergence,
-        failures=flags.failures(engines, trials),
-        bandwidth=flags.bandwidth_shares(points, engines, bandwidth_override=bandwidth))
+        results=results, settings=s, engines=engines, trials=trials, points=points, outcomes=outcomes,
+        verdict=verdict.verdict_table(outcomes, trials, capacity=capacity, divergence=divergence,
+                                      min_repeats=s.min_repeats),
+        crossovers=verdict.crossovers(outcomes, trials), draft_choices=choices, draft_summary=summary,
+        capacity=capacity, divergence=divergence, degenerate=degenerate, failures=failures,
+        bandwidth=flags.bandwidth_shares(points, engines, bandwidth_override=bandwidth),
+        slo_choices=slo_choices(figures, **rule) if figures is not None else pd.DataFrame(),
+        slo_reach=max_concurrency(figures, s.slo) if figures is not None else pd.DataFrame(),
+        pareto=pareto_points(trials) if len(trials) else pd.DataFrame(),
+        cost=cost_table(trials, gpu_hour_usd=s.gpu_hour_usd) if s.gpu_hour_usd else pd.DataFrame(),
+        race=race, recommendation=recommended)
 
 
 def _point_text(frame: pd.DataFrame, trials: pd.DataFrame) -> list[str]:
@@ -80,11 +125,17 @@ def _metrics_section(a: Analysis) -> str:
     used = list(dict.fromkeys(a.trials.workload)) if len(a.trials) else []
     rows = [{"workload": w, "decided by": deciding_metric(w).heading
              + (f"; requests: {deciding_metric(w).requests.description}" if deciding_metric(w).requests else "")
-             + ("" if w in DECIDING_METRICS else " (default for workloads not listed)")} for w in used]
+             } for w in used]
+    s = a.settings
     return section("What decides each workload", md_table(pd.DataFrame(rows)),
-                   "Values are medians over repeats; \"by how much\" is the ratio of medians to the runner-up. "
-                   "Within 1% is a tie. At a point where any arm is at the KV capacity wall the outcome is "
-                   "\"neither: KV capacity limit\".")
+                   "Each workload declares its figure in the workload registry. Values are medians over repeats "
+                   "(one sample per trial, i.e. per repeat; fixed_task: per measured run). \"By how much\" is the "
+                   "ratio of medians, leader over runner-up (> 1: the leader is better); its 95% interval is a "
+                   f"seeded percentile bootstrap (seed {s.seed}) of the ratio of medians, each arm's repeats "
+                   "resampled independently. A winner is named only when that interval lies wholly above "
+                   f"1 + {s.tie_band:g} (the tie band) and every arm has ≥ {s.min_repeats} repeats; otherwise "
+                   "\"tie within noise\" or \"not enough repeats\", with the numbers. At a point where any arm "
+                   "is at the KV capacity wall the outcome is \"neither: KV capacity limit\".")
 
 
 def _detail_section(a: Analysis) -> str:
@@ -93,8 +144,11 @@ def _detail_section(a: Analysis) -> str:
         metric = deciding_metric(workload)
         mine = a.points[a.points.workload == workload].copy()
         mine["point"] = _point_text(mine, a.trials)
-        mine["cell"] = [f"{metric.display(m)} (n={n})" if n else f"failed ({f})"
-                        for m, n, f in zip(mine["median"], mine.n, mine.n_failed)]
+        mine["cell"] = [(f"{metric.display(m)} [{metric.display(lo)}–{metric.display(hi)}] (n={n})" if n > 1 else
+                         f"{metric.display(m)} (n={n})") if n else
+                        (f"skipped ({k})" if k and not f else f"failed ({f})")
+                        for m, lo, hi, n, f, k in zip(mine["median"], mine.ci_lo, mine.ci_hi, mine.n, mine.n_failed,
+                                                      mine.n_skipped)]
         order = mine.sort_values("arm_order").arm.unique()
         table = mine.pivot_table(index="point", columns="arm", values="cell", aggfunc="first", sort=False)
         table = table[[c for c in order if c in table.columns]].reset_index()
@@ -175,17 +229,26 @@ def _draft_section(a: Analysis) -> str:
         return section("Best draft count", "No speculative arms in these results.")
     detail = a.draft_choices.copy()
     detail["point"] = _point_text(detail, a.trials)
-    detail_table = detail[["workload", "method", "point", "best_k", "scores"]].rename(
-        columns={"best_k": "best k", "scores": "robust scores (median ∓ 1.4826·MAD)"})
+    detail["tied"] = ["/".join(map(str, t)) for t in detail.tied]
+    detail["best_k"] = [("–" if pd.isna(k) else int(k)) if k is not None else "–" for k in detail.best_k]
+    detail_table = detail[["workload", "method", "point", "best_k", "tied", "scores"]].rename(
+        columns={"best_k": "best k", "tied": "tied with the best",
+                 "scores": "median [95% interval] per k"})
     return section("Best draft count",
-                   f"Score = median − 1.4826·MAD (TTFT: median + 1.4826·MAD); scores within 1% tie and the smaller k "
-                   f"wins; k=0 is spec off. Fewer than {verdict.MIN_REPEATS} repeats is named, not hidden.",
+                   "Per point, the k with the best median leads; every k whose ratio interval against it reaches "
+                   f"into the ±{a.settings.tie_band:.0%} tie band ties with it, and the smallest tied k is chosen; "
+                   f"k=0 is spec off. Fewer than {a.settings.min_repeats} repeats: no choice, said as such. "
+                   f"Single k: {verdict.SINGLE_K_RULE}.",
                    md_table(a.draft_summary), md_table(detail_table))
 
 
 def render_markdown(a: Analysis, *, plot_files: list[Path]) -> str:
     title = "# Sweep report: " + ", ".join(a.results.sources)
+    names = [p.name for p in plot_files]
     parts = [title, _sources_section(a), section("Verdict", md_table(a.verdict)), _metrics_section(a),
+             sections.recommendation_section(a), sections.slo_section(a),
+             sections.pareto_section(a, [n for n in names if n.endswith("_pareto.png")]), sections.cost_section(a),
+             sections.race_section(a), sections.degenerate_section(a),
              section("Crossovers", md_table(a.crossovers) if len(a.crossovers) else
                      "None: the outcome does not change along any axis."),
              _draft_section(a), _capacity_section(a), _divergence_section(a), _failures_section(a),
@@ -201,6 +264,8 @@ def _draw(a: Analysis, out_dir: Path) -> list[Path]:
             for w in dict.fromkeys(a.points.workload)]
     jobs += [lambda: plots.plot_acceptance_per_position(a.trials, out_dir),
              lambda: plots.plot_kv_capacity(a.engines, out_dir)]
+    jobs += [lambda w=w: plots.plot_pareto(a.pareto, w, out_dir, params_text=a.params_text)
+             for w in dict.fromkeys(a.pareto.workload if len(a.pareto) else [])]
     written = []
     for job in jobs:
         try:
@@ -226,23 +291,45 @@ def echo_headlines(a: Analysis, path: Path, plot_files: list[Path]) -> None:
         print(f"\noutput divergence: {len(a.divergence)} arm/point pair(s) generated different tokens (see report.md)")
     if len(a.crossovers):
         print("\ncrossovers:\n" + md_table(a.crossovers))
+    if len(a.race):
+        print(f"\nrace: {int(a.race['trials skipped'].sum())} trial(s) skipped, ~"
+              f"{a.race['device s saved (est.)'].sum():,.0f} device-s saved:\n"
+              + md_table(a.race.drop(columns=["reason"])))
+    if len(a.slo_choices):
+        print(f"\nunder the SLO ({a.settings.slo_text()}):\n" + md_table(
+            a.slo_choices.assign(point=a.point_text(a.slo_choices))[
+                ["workload", "point", "choice", "tok/s per device", "ratio", "verdict"]]))
     if len(a.draft_summary):
         print("\nbest draft count:\n" + md_table(a.draft_summary))
     print("\nverdict:\n" + md_table(a.verdict))
 
 
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
+
+
 def write_report(*, run_dirs: list[Path], out_dir: Path | None = None, echo: bool = False,
-                 bandwidth: float | None = None) -> Report:
-    """Reads the folders' Parquet files and writes report.md and PNGs into out_dir (default: the first folder)."""
+                 bandwidth: float | None = None, overrides: dict | None = None) -> Report:
+    """Reads the folders' persisted files and writes report.md, recommendation.yaml and PNGs into out_dir (default:
+    the first folder). `overrides` (tie_band, slo, gpu_hour_usd, seed) replace the persisted report settings."""
+    import yaml
+
+    from runner.report.settings import with_overrides
+
     run_dirs = [Path(d) for d in run_dirs]
     out_dir = Path(out_dir or run_dirs[0])
     out_dir.mkdir(parents=True, exist_ok=True)
-    a = analyse(load_results(run_dirs), bandwidth=bandwidth)
+    results = load_results(run_dirs)
+    settings = with_overrides(settings_of(results), **(overrides or {}))
+    a = analyse(results, bandwidth=bandwidth, settings=settings)
     plot_files = _draw(a, out_dir)
     path = out_dir / "report.md"
-    tmp = path.with_name(".report.md.tmp")
-    tmp.write_text(render_markdown(a, plot_files=plot_files))
-    tmp.replace(path)
+    _write_atomic(path, render_markdown(a, plot_files=plot_files))
+    recommendation_path = out_dir / "recommendation.yaml"
+    _write_atomic(recommendation_path, yaml.safe_dump(a.recommendation, sort_keys=False, allow_unicode=True,
+                                                      width=120))
     if echo:
         echo_headlines(a, path, plot_files)
-    return Report(path=path, plots=plot_files, analysis=a)
+    return Report(path=path, plots=plot_files, analysis=a, recommendation_path=recommendation_path)

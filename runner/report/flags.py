@@ -120,7 +120,8 @@ def failures(engines: pd.DataFrame, trials: pd.DataFrame) -> pd.DataFrame:
         rows.append({"arm": e.arm, "what": "engine start", "kind": e.failure_kind, "reason": e.failure_reason,
                      "numbers": ", ".join(f"{k}={v}" for k, v in numbers.items()), "trials": n_trials})
     engine_failed = set(zip(failed_engines.source, failed_engines.engine_id)) if len(failed_engines) else set()
-    failed_trials = trials[trials.status != "ok"] if len(trials) else trials
+    # A trial the race skipped is not a failure (see runner.report.race_report).
+    failed_trials = trials[~trials.status.isin(["ok", "skipped"])] if len(trials) else trials
     keep = np.array([(s, e) not in engine_failed for s, e in zip(failed_trials.source, failed_trials.engine_id)],
                     dtype=bool)
     failed_trials = failed_trials[keep]
@@ -129,6 +130,26 @@ def failures(engines: pd.DataFrame, trials: pd.DataFrame) -> pd.DataFrame:
         rows.append({"arm": arm, "what": f"{workload} trial", "kind": kind, "reason": reason, "numbers": "",
                      "trials": len(group)})
     return pd.DataFrame(rows, columns=["arm", "what", "kind", "reason", "numbers", "trials"])
+
+
+# Below this median share of distinct token ids among a request's output tokens, outputs are loops of a
+# few tokens (dummy weights, a tiny model): acceptance there says nothing about real text.
+DEGENERATE_SHARE = 0.25
+
+
+def degenerate_flags(trials: pd.DataFrame) -> pd.DataFrame:
+    """Arms (per workload) whose median distinct-token share is below DEGENERATE_SHARE; none without the column."""
+    if "distinct_token_share" not in trials or not len(trials):
+        return pd.DataFrame(columns=["workload", "arm", "distinct_token_share", "trials"])
+    ok = trials[(trials.status == "ok")].assign(
+        distinct_token_share=lambda f: pd.to_numeric(f.distinct_token_share, errors="coerce"))
+    ok = ok.dropna(subset=["distinct_token_share"])
+    rows = []
+    for (workload, arm), group in ok.groupby(["workload", "arm"], sort=False):
+        share = float(group.distinct_token_share.median())
+        if share < DEGENERATE_SHARE:
+            rows.append({"workload": workload, "arm": arm, "distinct_token_share": share, "trials": len(group)})
+    return pd.DataFrame(rows, columns=["workload", "arm", "distinct_token_share", "trials"])
 
 
 def device_bandwidth(device_name) -> float | None:

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
@@ -21,6 +21,9 @@ class Results:
     trials: pd.DataFrame
     requests: pd.DataFrame
     sources: list[str]  # one label per folder, in the order given
+    # Each folder's persisted config.yaml ({} where there is none), in the same order.
+    configs: list[dict] = field(default_factory=list)
+    run_dirs: list[Path] = field(default_factory=list)
 
 
 def source_labels(run_dirs: list[Path]) -> list[str]:
@@ -48,6 +51,16 @@ def _read(path: Path, table: str, columns: list[str] | None = None) -> pd.DataFr
     return frame
 
 
+def read_config(run_dir: Path) -> dict:
+    path = Path(run_dir) / "config.yaml"
+    if not path.exists():
+        return {}
+    import yaml
+
+    config = yaml.safe_load(path.read_text())
+    return config if isinstance(config, dict) else {}
+
+
 def load_results(run_dirs: list[Path]) -> Results:
     # The same folder twice (a symlink, a repeated argument) would compare a run with itself.
     run_dirs = list({Path(d).resolve(): Path(d) for d in run_dirs}.values())
@@ -68,4 +81,5 @@ def load_results(run_dirs: list[Path]) -> Results:
         # Canonical params text, so the same point in two folders compares equal.
         trials["workload_params_json"] = [json.dumps(json.loads(p or "{}"), sort_keys=True)
                                           for p in trials.workload_params_json]
-    return Results(engines=out["engines"], trials=trials, requests=out["requests"], sources=labels)
+    return Results(engines=out["engines"], trials=trials, requests=out["requests"], sources=labels,
+                   configs=[read_config(d) for d in run_dirs], run_dirs=run_dirs)

@@ -1,75 +1,33 @@
-"""Which figure decides each workload — defined here and nowhere else — and its value per trial and point.
+"""Each workload's deciding figure (declared by the workload registry) and its value per trial and point.
 
-Decode-type workloads are decided by decode speed per session (higher wins);
-latency-type workloads by TTFT p50 (lower wins). The trial columns already
-summarise each workload's measured phase (second_request: the repeats;
-long_context: the first long request); multi_turn is decided on the first
-follow-up turn (turn index 1), as in the reference study, because turn 0 is a
-cold prefill for every arm and would dilute the difference caching makes.
-fixed_task takes each measured run as a sample (its decode speed, 1 / TPOT), so
-that its R runs in one trial count as R repeats, as in the reference study.
+The metric itself lives with the workload (`Workload.deciding`, runner/measurement/deciding.py); this module
+turns trials and requests into its samples: one per trial (= per repeat), or one per selected request where
+the metric says so (fixed_task: each measured run).
 """
 from __future__ import annotations
-
-from dataclasses import dataclass, replace
-from typing import Optional
 
 import numpy as np
 import pandas as pd
 
+from runner.measurement.deciding import DecidingMetric, RequestSelection  # noqa: F401  (re-exported)
+from runner.measurement.stats import median_interval
 from runner.report.arms import POINT_FIELDS
 
 
-@dataclass(frozen=True, kw_only=True)
-class RequestSelection:
-    """Take these requests of a trial instead of a trial column: their p50, or each one as a sample."""
-
-    description: str
-    turn: Optional[int] = None
-    phases: Optional[tuple[str, ...]] = None
-    per_request: bool = False  # every selected request is a sample (else: one sample per trial, their p50)
-    reciprocal: bool = False  # the sample is 1 / column (TPOT → decode tok/s)
-
-
-@dataclass(frozen=True, kw_only=True)
-class DecidingMetric:
-    label: str
-    column: str  # a trials column; with `requests`, the requests column whose p50 is taken
-    higher_is_better: bool
-    unit: str
-    scale: float = 1.0  # display scale (seconds → ms)
-    requests: Optional[RequestSelection] = None
-
-    def display(self, value) -> str:
-        if value is None or pd.isna(value):
-            return "–"
-        return f"{value * self.scale:.4g}"
-
-    @property
-    def heading(self) -> str:
-        return f"{self.label} ({self.unit}, {'higher' if self.higher_is_better else 'lower'} is better)"
-
-
-DECODE_SPEED = DecidingMetric(label="decode tok/s per session", column="decode_tok_s_per_session",
-                              higher_is_better=True, unit="tok/s")
-TTFT_P50 = DecidingMetric(label="TTFT p50", column="ttft_p50_s", higher_is_better=False, unit="ms", scale=1000.0)
-
-DECIDING_METRICS: dict[str, DecidingMetric] = {
-    "decode": DECODE_SPEED,
-    "fixed_task": replace(DECODE_SPEED, label="decode tok/s per run", column="tpot_s",
-                          requests=RequestSelection(description="each measured run is a sample (1 / TPOT)",
-                                                    phases=("measured",), per_request=True, reciprocal=True)),
-    "shared_prefix": TTFT_P50,
-    "second_request": replace(TTFT_P50, label="repeat TTFT p50"),
-    "multi_turn": replace(TTFT_P50, label="turn-2 TTFT p50", column="ttft_s",
-                          requests=RequestSelection(description="turn index 1 (first follow-up)", turn=1)),
-    "long_context": replace(TTFT_P50, label="first-request TTFT p50"),
-}
+class UnknownWorkload(ValueError):
+    pass
 
 
 def deciding_metric(workload: str) -> DecidingMetric:
-    """The workload's metric; a workload not listed yet is judged on decode speed."""
-    return DECIDING_METRICS.get(workload, DECODE_SPEED)
+    """The workload's declared metric; a workload the registry does not know is an error naming the valid ones."""
+    from runner.measurement.workloads import WORKLOADS
+
+    try:
+        return WORKLOADS[workload].deciding
+    except KeyError:
+        raise UnknownWorkload(f"no deciding metric for workload {workload!r}: not in the workload registry; "
+                              f"valid: {', '.join(sorted(WORKLOADS))} (fix: declare `deciding` on its "
+                              f"Workload class in runner/measurement/workloads/)") from None
 
 
 def _selected(requests: pd.DataFrame, selection: RequestSelection, column: str) -> pd.DataFrame:
@@ -109,19 +67,11 @@ def mad(values) -> float:
     return float(np.median(np.abs(values - np.median(values)))) if len(values) else float("nan")
 
 
-def robust_score(values, *, higher_is_better: bool) -> float:
-    """Median penalised by 1.4826·MAD (the normal-consistent spread): a noisy arm scores worse."""
-    values = np.asarray(values, dtype=float)
-    values = values[~np.isnan(values)]
-    if not len(values):
-        return float("nan")
-    spread = 1.4826 * mad(values)
-    median = float(np.median(values))
-    return median - spread if higher_is_better else median + spread
+SKIPPED = "skipped"  # a trial the race stopped: neither a result nor a failure
 
 
-def point_table(trials: pd.DataFrame, samples: pd.DataFrame) -> pd.DataFrame:
-    """One row per (point, arm): median, MAD, robust score and sample count of the deciding figure.
+def point_table(trials: pd.DataFrame, samples: pd.DataFrame, *, seed: int = 0) -> pd.DataFrame:
+    """One row per (point, arm): the samples, their median with its 95 % bootstrap interval, MAD and count.
 
     Points are shared across folders (the arm carries the source); `samples` comes from sample_values.
     """
@@ -131,16 +81,19 @@ def point_table(trials: pd.DataFrame, samples: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for key, group in trials.groupby(keys, sort=False, dropna=False):
         values = values_of.get(key, np.array([]))
-        metric = deciding_metric(key[0])
         first = group.iloc[0]
+        interval = median_interval(values, seed=seed) if len(values) >= 2 else None
         rows.append({
             "workload": key[0], "workload_params_json": key[1], "concurrency": int(key[2]), "arm": key[3],
             "arm_order": first.arm_order, "k": first.k, "spec_method": first.spec_method, "source": first.source,
-            "family": first.family, "n": len(values), "n_failed": int((group.status != "ok").sum()),
+            "family": first.family, "n": len(values),
+            "n_failed": int(((group.status != "ok") & (group.status != SKIPPED)).sum()),
+            "n_skipped": int((group.status == SKIPPED).sum()),
+            "values": [float(v) for v in values],
             "median": float(np.median(values)) if len(values) else float("nan"),
+            "ci_lo": interval.lo if interval else float("nan"), "ci_hi": interval.hi if interval else float("nan"),
             "mad": mad(values) if len(values) else float("nan"),
-            "score": robust_score(values, higher_is_better=metric.higher_is_better),
         })
     columns = ["workload", "workload_params_json", "concurrency", "arm", "arm_order", "k", "spec_method", "source",
-               "family", "n", "n_failed", "median", "mad", "score"]
+               "family", "n", "n_failed", "n_skipped", "values", "median", "ci_lo", "ci_hi", "mad"]
     return pd.DataFrame(rows, columns=columns)

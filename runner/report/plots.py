@@ -54,8 +54,12 @@ def plot_vs_concurrency(points: pd.DataFrame, trials: pd.DataFrame, workload: st
     for ax, (title, panel) in zip(axes.flat, panels):
         for arm, line in panel.sort_values("arm_order").groupby("arm_order", sort=True):
             line = line.sort_values(CONCURRENCY)
-            ax.errorbar(line[CONCURRENCY], line["median"] * metric.scale, yerr=1.4826 * line["mad"] * metric.scale,
-                        marker="o", capsize=3, label=line.arm.iloc[0])
+            median = line["median"] * metric.scale
+            # Bars: the 95% bootstrap interval of the median (absent below two repeats).
+            below = (line["median"] - line.ci_lo).clip(lower=0).fillna(0) * metric.scale
+            above = (line.ci_hi - line["median"]).clip(lower=0).fillna(0) * metric.scale
+            ax.errorbar(line[CONCURRENCY], median, yerr=[below, above], marker="o", capsize=3,
+                        label=line.arm.iloc[0])
         ax.set_xticks(sorted(panel[CONCURRENCY].unique()))
         ax.set_xlabel("concurrent sessions")
         ax.set_ylabel(f"{metric.label} ({metric.unit})")
@@ -66,7 +70,7 @@ def plot_vs_concurrency(points: pd.DataFrame, trials: pd.DataFrame, workload: st
         ax.legend(fontsize=8)
     for ax in list(axes.flat)[len(panels):]:
         ax.set_visible(False)
-    fig.suptitle(f"{workload}: {metric.label} vs concurrency\n(median of repeats; bars ±1.4826·MAD)", fontsize=10)
+    fig.suptitle(f"{workload}: {metric.label} vs concurrency\n(median of repeats; bars: 95% bootstrap interval)", fontsize=10)
     fig.tight_layout()
     path = Path(out_dir) / f"{workload}_vs_concurrency.png"
     fig.savefig(path, dpi=110)
@@ -132,6 +136,43 @@ def plot_kv_capacity(engines: pd.DataFrame, out_dir: Path) -> Path | None:
     ax.grid(axis="x", alpha=0.3)
     fig.tight_layout()
     path = Path(out_dir) / "kv_capacity.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def plot_pareto(pareto: pd.DataFrame, workload: str, out_dir: Path, *, params_text) -> Path | None:
+    """tok/s per session (y) against tok/s per device (x) across concurrency, one curve per arm, front marked."""
+    mine = pareto[pareto.workload == workload]
+    if not len(mine):
+        return None
+    plt = _pyplot()
+    panels = list(dict.fromkeys(mine.workload_params_json))
+    rows, cols = _grid(len(panels))
+    fig, axes = plt.subplots(rows, cols, figsize=(5.6 * cols, 4.2 * rows), squeeze=False)
+    for ax, params in zip(axes.flat, panels):
+        panel = mine[mine.workload_params_json == params]
+        for _, line in panel.sort_values("arm_order").groupby("arm_order", sort=True):
+            line = line.sort_values(CONCURRENCY)
+            ax.plot(line.per_device, line.per_session, marker="o", label=line.arm.iloc[0])
+            for x, y, c in zip(line.per_device, line.per_session, line[CONCURRENCY]):
+                ax.annotate(f"c={c}", (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7)
+        front = panel[panel.on_front].sort_values("per_device")
+        ax.plot(front.per_device, front.per_session, linestyle="--", color="black", linewidth=1, zorder=0)
+        ax.scatter(front.per_device, front.per_session, s=140, facecolors="none", edgecolors="black",
+                   label="Pareto front", zorder=3)
+        ax.set_xlabel("output tok/s per device (aggregate ÷ devices)")
+        ax.set_ylabel("tok/s per session")
+        ax.set_title(params_text(workload, params), fontsize=10)
+        ax.set_xlim(left=0)
+        ax.set_ylim(bottom=0)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    for ax in list(axes.flat)[len(panels):]:
+        ax.set_visible(False)
+    fig.suptitle(f"{workload}: per-session speed against throughput per device (medians of repeats)", fontsize=10)
+    fig.tight_layout()
+    path = Path(out_dir) / f"{workload}_pareto.png"
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path

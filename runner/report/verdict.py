@@ -1,8 +1,12 @@
-"""Who wins where: per-point outcomes, the verdict table, crossovers and the best draft count.
+"""Who wins where: per-point outcomes with intervals, the verdict table, crossovers and the best draft count.
 
-Within 1% counts as a tie throughout. At a point where any arm is at the KV
-capacity wall the outcome is "neither: KV capacity limit", whatever the
-numbers say, so that a capacity limit is not read as a configuration effect.
+Every comparison is the leader's median against the runner-up's, with a seeded
+95 % bootstrap interval of the ratio of medians (runner.measurement.stats). A
+winner is named only when that interval lies wholly outside the tie band and
+each arm has at least MIN_REPEATS repeats; otherwise the outcome is "tie within
+noise" or "not enough repeats". At a point where any arm is at the KV capacity
+wall the outcome is "neither: KV capacity limit", whatever the numbers say, so
+that a capacity limit is not read as a configuration effect.
 """
 from __future__ import annotations
 
@@ -11,56 +15,74 @@ import math
 import numpy as np
 import pandas as pd
 
+from runner.measurement.stats import MIN_REPEATS, TIE_BAND, Outcome, beats, compare, ratio_interval
 from runner.report.arms import POINT_FIELDS, axis_short, point_axes, point_coords
 from runner.report.metrics import deciding_metric
 
-TIE_TOLERANCE = 0.01
-MIN_REPEATS = 3
 CAPACITY_OUTCOME = "neither: KV capacity limit"
-TIE_OUTCOME = "tie (within 1%)"
+TIE_OUTCOME = Outcome.TIE.value
+TOO_FEW_OUTCOME = Outcome.TOO_FEW.value
+NO_RESULT_OUTCOME = "no result (all arms failed)"
+OUTCOME_COLUMNS = ["workload", "workload_params_json", "concurrency", "outcome", "leader", "runner_up", "margin",
+                   "margin_lo", "margin_hi", "vs_off", "vs_off_lo", "vs_off_hi", "off_arm", "arms", "n_min",
+                   "failed_arms"]
 
 
-def _speedup(better: float, worse: float, *, higher_is_better: bool) -> float:
-    if not better or not worse or np.isnan(better) or np.isnan(worse):
-        return float("nan")
-    return better / worse if higher_is_better else worse / better
+def _ranked(measured: pd.DataFrame, *, higher_is_better: bool) -> pd.DataFrame:
+    return measured.sort_values(["median", "arm_order"], ascending=[not higher_is_better, True])
 
 
-def point_outcomes(points: pd.DataFrame, *, walled: set[tuple]) -> pd.DataFrame:
-    """One row per workload point: the outcome, the arm ahead on the numbers, the runner-up and the margin."""
+def point_outcomes(points: pd.DataFrame, *, walled: set[tuple], tie_band: float = TIE_BAND,
+                   min_repeats: int = MIN_REPEATS, seed: int = 0) -> pd.DataFrame:
+    """One row per workload point: the outcome, the arm ahead on the numbers, the runner-up, the ratio and its
+    interval (> 1: the leader is better), and the leader against spec off."""
     rows = []
     for key, group in points.groupby(list(POINT_FIELDS), sort=False):
         metric = deciding_metric(key[0])
         measured = group[group.n > 0]
-        ranked = measured.sort_values(["median", "arm_order"], ascending=[not metric.higher_is_better, True])
+        ranked = _ranked(measured, higher_is_better=metric.higher_is_better)
         row = {"workload": key[0], "workload_params_json": key[1], "concurrency": key[2],
                "arms": len(measured), "n_min": int(measured.n.min()) if len(measured) else 0,
-               "leader": None, "runner_up": None, "margin": float("nan"), "vs_off": float("nan"), "off_arm": None,
-               "failed_arms": ", ".join(group[group.n == 0].arm)}
+               "leader": None, "runner_up": None, "margin": np.nan, "margin_lo": np.nan, "margin_hi": np.nan,
+               "vs_off": np.nan, "vs_off_lo": np.nan, "vs_off_hi": np.nan, "off_arm": None,
+               "failed_arms": ", ".join(group[(group.n == 0) & (group.n_failed > 0)].arm)}
         if not len(ranked):
-            row["outcome"] = "no result (all arms failed)"
+            row["outcome"] = NO_RESULT_OUTCOME
+            rows.append(row)
+            continue
+        leader = ranked.iloc[0]
+        second = ranked.iloc[1] if len(ranked) > 1 else None
+        row["leader"] = leader.arm
+        result = compare(leader["values"], None if second is None else second["values"],
+                         higher_is_better=metric.higher_is_better, tie_band=tie_band, min_repeats=min_repeats,
+                         seed=seed)
+        if second is not None:
+            row["runner_up"] = second.arm
+            row["margin"] = _point_ratio(leader["median"], second["median"], metric.higher_is_better)
+            if result.ratio is not None:
+                row["margin_lo"], row["margin_hi"] = result.ratio.lo, result.ratio.hi
+        off = measured[measured.k == 0].sort_values("arm_order")
+        if len(off) and leader.k != 0:
+            row["off_arm"] = off.iloc[0].arm
+            row["vs_off"] = _point_ratio(leader["median"], off.iloc[0]["median"], metric.higher_is_better)
+            vs_off = ratio_interval(leader["values"], off.iloc[0]["values"], higher_is_better=metric.higher_is_better,
+                                    seed=seed) if min(leader.n, off.iloc[0].n) >= 2 else None
+            if vs_off is not None:
+                row["vs_off_lo"], row["vs_off_hi"] = vs_off.lo, vs_off.hi
+        if key in walled:
+            row["outcome"] = CAPACITY_OUTCOME
+        elif result.outcome in (Outcome.WINNER, Outcome.ONLY_ONE):
+            row["outcome"] = leader.arm
         else:
-            leader = ranked.iloc[0]
-            row["leader"] = leader.arm
-            off = measured[measured.k == 0].sort_values("arm_order")
-            if len(off) and leader.k != 0:
-                row["off_arm"] = off.iloc[0].arm
-                row["vs_off"] = _speedup(leader["median"], off.iloc[0]["median"],
-                                         higher_is_better=metric.higher_is_better)
-            if len(ranked) > 1:
-                second = ranked.iloc[1]
-                row["runner_up"] = second.arm
-                row["margin"] = _speedup(leader["median"], second["median"],
-                                         higher_is_better=metric.higher_is_better)
-            if key in walled:
-                row["outcome"] = CAPACITY_OUTCOME
-            elif len(ranked) > 1 and row["margin"] < 1 + TIE_TOLERANCE:
-                row["outcome"] = TIE_OUTCOME
-            else:
-                row["outcome"] = leader.arm
+            row["outcome"] = result.outcome.value
         rows.append(row)
-    return pd.DataFrame(rows, columns=["workload", "workload_params_json", "concurrency", "outcome", "leader",
-                                       "runner_up", "margin", "vs_off", "off_arm", "arms", "n_min", "failed_arms"])
+    return pd.DataFrame(rows, columns=OUTCOME_COLUMNS)
+
+
+def _point_ratio(better: float, worse: float, higher_is_better: bool) -> float:
+    if not better or not worse or np.isnan(better) or np.isnan(worse):
+        return float("nan")
+    return better / worse if higher_is_better else worse / better
 
 
 def _sort_key(value):
@@ -92,44 +114,68 @@ def describe_range(coords: list[dict], all_coords: list[dict], axes: list[str]) 
     return "; ".join(shown) + (f"; … {len(coords) - 6} more" if len(coords) > 6 else "")
 
 
-def _ratio_range(values) -> str:
-    values = [v for v in values if v is not None and not np.isnan(v)]
+def _finite(values) -> list[float]:
+    return [float(v) for v in values if v is not None and not pd.isna(v)]
+
+
+def ratio_range(values) -> str:
+    values = _finite(values)
     if not values:
         return "–"
     lo, hi = min(values), max(values)
     return f"{lo:.2f}×" if abs(hi - lo) < 0.005 else f"{lo:.2f}–{hi:.2f}×"
 
 
+def interval_range(los, his) -> str:
+    """The span of the points' 95 % intervals: lowest lower bound to highest upper bound."""
+    los, his = _finite(los), _finite(his)
+    return f"{min(los):.2f}–{max(his):.2f}×" if los and his else "–"
+
+
+def _by_how_much(outcome: str, mine: pd.DataFrame, capacity: pd.DataFrame) -> str:
+    if outcome == CAPACITY_OUTCOME:
+        share = capacity.merge(mine[list(POINT_FIELDS)], on=list(POINT_FIELDS)).demand_share
+        if not len(share):
+            return "see capacity flags"
+        span = f"{share.min():.0%}" if share.max() - share.min() < 0.005 else f"{share.min():.0%}–{share.max():.0%}"
+        return f"live KV demand {span} of the KV pool"
+    if mine.leader.isna().all():
+        return "–"
+    pairs = ", ".join(dict.fromkeys(f"{a} / {b}" for a, b in zip(mine.leader, mine.runner_up) if b))
+    if outcome == TIE_OUTCOME:
+        return f"{ratio_range(mine.margin)} ({pairs})"
+    if outcome == TOO_FEW_OUTCOME:
+        if not pairs:
+            return "ahead: " + ", ".join(dict.fromkeys(mine.leader))
+        return f"ahead on the numbers: {pairs} {ratio_range(mine.margin)}"
+    if mine.runner_up.notna().any():
+        return f"{ratio_range(mine.margin)} over " + ", ".join(dict.fromkeys(mine.runner_up.dropna()))
+    return "only arm measured"
+
+
 def verdict_table(outcomes: pd.DataFrame, trials: pd.DataFrame, *, capacity: pd.DataFrame,
-                  divergence: pd.DataFrame) -> pd.DataFrame:
-    """Per workload, one row per outcome: the winner, by how much, over which range, and what to distrust."""
+                  divergence: pd.DataFrame, min_repeats: int = MIN_REPEATS) -> pd.DataFrame:
+    """Per workload, one row per outcome: the winner, by how much with its 95 % interval, over which range, and
+    what to distrust."""
     rows = []
     for workload, group in outcomes.groupby("workload", sort=False):
         axes = point_axes(trials[trials.workload == workload])
         coords = [point_coords(r) for r in group.to_dict("records")]
         for outcome in dict.fromkeys(group.outcome):
             mine = group[group.outcome == outcome]
-            mine_coords = [point_coords(r) for r in mine.to_dict("records")]
-            if outcome == CAPACITY_OUTCOME:
-                share = capacity.merge(mine[list(POINT_FIELDS)], on=list(POINT_FIELDS)).demand_share
-                span = f"{share.min():.0%}" if share.max() - share.min() < 0.005 else f"{share.min():.0%}–{share.max():.0%}"
-                by = f"live KV demand {span} of the KV pool" if len(share) else "see capacity flags"
-            elif outcome == TIE_OUTCOME:
-                by = "< 1% between " + ", ".join(sorted({f"{a} / {b}" for a, b in zip(mine.leader, mine.runner_up)}))
-            elif mine.leader.isna().all():
-                by = "–"
-            elif mine.runner_up.notna().any():
-                by = f"{_ratio_range(mine.margin)} over " + ", ".join(dict.fromkeys(mine.runner_up.dropna()))
-            else:
-                by = "only arm measured"
+            by = _by_how_much(outcome, mine, capacity)
+            interval = "–" if outcome == CAPACITY_OUTCOME else interval_range(mine.margin_lo, mine.margin_hi)
             off_differs = mine.vs_off.notna() & (mine.runner_up != mine.off_arm)
             if outcome != CAPACITY_OUTCOME and off_differs.any():
                 # The leader's gain over spec off, when off is not already the runner-up.
                 off_arms = ", ".join(dict.fromkeys(mine.off_arm[off_differs]))
-                by += f" ({_ratio_range(mine.vs_off[off_differs])} over {off_arms})"
+                off_interval = interval_range(mine.vs_off_lo[off_differs], mine.vs_off_hi[off_differs])
+                off_interval = "" if off_interval == "–" else f" [{off_interval}]"
+                by += f" ({ratio_range(mine.vs_off[off_differs])}{off_interval} over {off_arms})"
             notes = []
-            if 0 < mine.n_min.min() < MIN_REPEATS:
-                notes.append(f"{int(mine.n_min.min())} repeat(s): below {MIN_REPEATS}, not robust")
+            if 0 < mine.n_min.min() < min_repeats:
+                notes.append(f"{int(mine.n_min.min())} repeat(s): below {min_repeats}, no winner "
+                             f"(fix: sweep.repeats={min_repeats})")
             if len(divergence):
                 diverged = divergence.merge(mine[list(POINT_FIELDS)], on=list(POINT_FIELDS))
                 if len(diverged):
@@ -138,10 +184,11 @@ def verdict_table(outcomes: pd.DataFrame, trials: pd.DataFrame, *, capacity: pd.
             failed = ", ".join(sorted({a for f in mine.failed_arms for a in f.split(", ") if a}))
             if failed:
                 notes.append(f"failed: {failed}")
-            rows.append({"workload": workload, "winner": outcome, "by how much": by,
-                         "over": describe_range(mine_coords, coords, axes),
+            rows.append({"workload": workload, "winner": outcome, "by how much": by, "95% interval": interval,
+                         "over": describe_range([point_coords(r) for r in mine.to_dict("records")], coords, axes),
                          "points": f"{len(mine)}/{len(group)}", "notes": "; ".join(notes)})
-    return pd.DataFrame(rows, columns=["workload", "winner", "by how much", "over", "points", "notes"])
+    return pd.DataFrame(rows, columns=["workload", "winner", "by how much", "95% interval", "over", "points",
+                                       "notes"])
 
 
 def crossovers(outcomes: pd.DataFrame, trials: pd.DataFrame) -> pd.DataFrame:
@@ -166,27 +213,36 @@ def crossovers(outcomes: pd.DataFrame, trials: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["workload", "axis", "between", "with", "from", "to"])
 
 
-def _k_label(k: int) -> str:
+def _k_label(k) -> str:
     return "0 (off)" if k == 0 else str(int(k))
 
 
-def choose_k(candidates: pd.DataFrame, *, higher_is_better: bool) -> dict:
-    """The best draft count among one family's arms at one point.
+def choose_k(candidates: pd.DataFrame, *, higher_is_better: bool, tie_band: float = TIE_BAND,
+             min_repeats: int = MIN_REPEATS, seed: int = 0) -> dict:
+    """The best draft count among one family's arms at one point (`k`, `values`, `median`, `n` per arm).
 
-    Score = median ∓ 1.4826·MAD (a noisy arm is judged by its pessimistic side); scores within 1% of the
-    best tie, and the smallest tied k wins (fewer drafts cost less memory and waste less when they miss).
+    The arm with the best median leads; every arm whose ratio interval against the leader does not lie wholly
+    outside the tie band ties with it, and the smallest tied k is chosen (fewer drafts cost less memory and
+    waste less when they miss). Below min_repeats repeats in any candidate there is no choice (best_k None);
+    `leader_k` still names the k ahead on the numbers.
     """
-    scored = candidates.dropna(subset=["score"])
-    if not len(scored):
-        return {"best_k": None, "tied": [], "n_min": 0}
-    best = scored.score.max() if higher_is_better else scored.score.min()
-    tolerance = TIE_TOLERANCE * abs(best)
-    tied = scored[(scored.score - best).abs() <= tolerance].k.astype(int).tolist()
-    return {"best_k": min(tied), "tied": sorted(tied), "n_min": int(scored.n.min())}
+    measured = candidates[candidates.n > 0]
+    if not len(measured):
+        return {"best_k": None, "leader_k": None, "tied": [], "n_min": 0}
+    ranked = measured.sort_values(["median", "k"], ascending=[not higher_is_better, True])
+    leader = ranked.iloc[0]
+    n_min = int(measured.n.min())
+    tied = [int(leader.k)] + [int(r.k) for r in ranked.iloc[1:].itertuples()
+                              if not beats(ratio_interval(leader["values"], r.values,
+                                                          higher_is_better=higher_is_better, seed=seed),
+                                           tie_band=tie_band)]
+    best = min(tied) if n_min >= min_repeats else None
+    return {"best_k": best, "leader_k": int(leader.k), "tied": sorted(tied), "n_min": n_min}
 
 
-def draft_count_choices(points: pd.DataFrame) -> pd.DataFrame:
-    """Per workload point and family × spec method, the chosen k with its scores and repeat count."""
+def draft_count_choices(points: pd.DataFrame, *, tie_band: float = TIE_BAND, min_repeats: int = MIN_REPEATS,
+                        seed: int = 0) -> pd.DataFrame:
+    """Per workload point and family × spec method, the chosen k with each candidate's median and interval."""
     rows = []
     spec = points[points.k > 0]
     for (workload, family, method), arms in spec.groupby(["workload", "family", "spec_method"], sort=False):
@@ -194,40 +250,65 @@ def draft_count_choices(points: pd.DataFrame) -> pd.DataFrame:
         off = points[(points.workload == workload) & (points.family == family) & (points.k == 0)]
         pool = pd.concat([off, arms])
         for key, candidates in pool.groupby(["workload_params_json", "concurrency"], sort=False):
-            choice = choose_k(candidates, higher_is_better=metric.higher_is_better)
-            scores = ", ".join(f"k={int(r.k)}: {metric.display(r.score)} (n={int(r.n)})" if r.n else
-                               f"k={int(r.k)}: failed" for r in candidates.sort_values("k").itertuples())
+            choice = choose_k(candidates, higher_is_better=metric.higher_is_better, tie_band=tie_band,
+                              min_repeats=min_repeats, seed=seed)
+            scores = ", ".join(
+                f"k={int(r.k)}: {metric.display(r.median)} [{metric.display(r.ci_lo)}–{metric.display(r.ci_hi)}] "
+                f"(n={int(r.n)})" if r.n else f"k={int(r.k)}: failed" for r in candidates.sort_values("k").itertuples())
             rows.append({"workload": workload, "family": family, "method": method, "workload_params_json": key[0],
-                         "concurrency": key[1], "best_k": choice["best_k"], "tied": choice["tied"],
-                         "n_min": choice["n_min"], "k_values": sorted(candidates.k.astype(int)), "scores": scores})
+                         "concurrency": key[1], "best_k": choice["best_k"], "leader_k": choice["leader_k"],
+                         "tied": choice["tied"], "n_min": choice["n_min"],
+                         "k_values": sorted(candidates.k.astype(int)), "scores": scores})
     return pd.DataFrame(rows, columns=["workload", "family", "method", "workload_params_json", "concurrency",
-                                       "best_k", "tied", "n_min", "k_values", "scores"])
+                                       "best_k", "leader_k", "tied", "n_min", "k_values", "scores"])
 
 
-def draft_count_summary(choices: pd.DataFrame, trials: pd.DataFrame) -> pd.DataFrame:
-    """One row per workload and family: the best k and where, ties named, too few repeats said."""
+SINGLE_K_RULE = ("the k chosen (best, or smallest of those tied with the best) at the most measured points; "
+                 "equal counts go to the smaller k")
+
+
+def single_k(group: pd.DataFrame):
+    """One k for every load level of a family (see SINGLE_K_RULE); None when no point has a choice."""
+    chosen = [int(k) for k in group.best_k if k is not None and not pd.isna(k)]
+    if not chosen:
+        return None
+    counts = {k: chosen.count(k) for k in set(chosen)}
+    return min(counts, key=lambda k: (-counts[k], k))
+
+
+def draft_count_summary(choices: pd.DataFrame, trials: pd.DataFrame, *,
+                        min_repeats: int = MIN_REPEATS) -> pd.DataFrame:
+    """One row per workload and family: the best k and where, the single k, ties named, too few repeats said."""
     rows = []
     for (workload, family, method), group in choices.groupby(["workload", "family", "method"], sort=False):
         axes = point_axes(trials[trials.workload == workload])
         coords = [point_coords(r) for r in group.to_dict("records")]
+        known = group.best_k.map(lambda k: k is not None and not pd.isna(k))
         parts = []
-        for k in dict.fromkeys(group.best_k):
-            mine = group[group.best_k == k] if k is not None else group[group.best_k.isna()]
-            where = describe_range([point_coords(r) for r in mine.to_dict("records")], coords, axes)
-            parts.append(f"k={_k_label(k) if k is not None else '?'} at {where}")
+        for k in dict.fromkeys(group.best_k[known]):
+            mine = group[known & (group.best_k == k)]
+            parts.append(f"k={_k_label(k)} at "
+                         f"{describe_range([point_coords(r) for r in mine.to_dict('records')], coords, axes)}")
+        if (~known).any():
+            mine = group[~known]
+            parts.append("no choice (not enough repeats) at "
+                         f"{describe_range([point_coords(r) for r in mine.to_dict('records')], coords, axes)}")
         notes = []
-        tied = group[group.tied.map(len) > 1]
+        tied = group[known & (group.tied.map(len) > 1)]
         if len(tied):
-            notes.append("ties (within 1%, smaller k taken): " + "; ".join(
+            notes.append("ties (within noise, smaller k taken): " + "; ".join(
                 f"{'/'.join(map(str, t))}" for t in dict.fromkeys(tuple(x) for x in tied.tied)))
         n_min = int(group.n_min.min())
-        if n_min < MIN_REPEATS:
-            notes.append(f"only {n_min} repeat(s) per arm: fewer than {MIN_REPEATS}, so this is not a robust "
-                         f"choice (fix: sweep.repeats={MIN_REPEATS})")
+        if n_min < min_repeats:
+            leaders = ", ".join(f"k={_k_label(k)}" for k in dict.fromkeys(group.leader_k.dropna()))
+            notes.append(f"only {n_min} repeat(s) per arm: fewer than {min_repeats}, so no k is chosen there "
+                         f"(ahead on the numbers: {leaders}; fix: sweep.repeats={min_repeats})")
         k_values = sorted({k for ks in group.k_values for k in ks})
         if len([k for k in k_values if k > 0]) < 2:
             notes.append(f"only k={', '.join(map(str, k_values))} measured")
+        one = single_k(group)
         rows.append({"workload": workload, "method": method + (f" ({family})" if family else ""),
                      "k tried": ", ".join(_k_label(k) for k in k_values), "best k": "; ".join(parts),
-                     "repeats": n_min, "notes": "; ".join(notes)})
-    return pd.DataFrame(rows, columns=["workload", "method", "k tried", "best k", "repeats", "notes"])
+                     "single k": "–" if one is None else _k_label(one), "repeats": n_min,
+                     "notes": "; ".join(notes)})
+    return pd.DataFrame(rows, columns=["workload", "method", "k tried", "best k", "single k", "repeats", "notes"])

@@ -1,0 +1,114 @@
+"""Early elimination between interleaved rounds (`sweep.race: true`). Pure.
+
+After a round, an arm stops for the remaining rounds of a workload when, at
+every point of that workload, the leader's figure beats it beyond noise: the
+bootstrap interval of leader / arm (ratio of medians over rounds, the same rule
+as the report's verdicts) lies wholly above 1 + tie_band. An arm that ties the
+leader anywhere, or lacks `min_rounds` samples at a point, keeps running.
+"""
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from typing import Optional, Sequence
+
+from runner.measurement.stats import beats, ratio_interval
+
+
+@dataclass(frozen=True, kw_only=True)
+class RaceSample:
+    engine_id: str
+    arm: str
+    workload: str
+    point: str  # workload_params_json + concurrency
+    round: int
+    value: float
+    higher_is_better: bool
+
+
+def _request_values(requests: Sequence, metric) -> list[float]:
+    selection = metric.requests
+    values = []
+    for r in requests:
+        if getattr(r, "error", None):
+            continue
+        if selection.turn is not None and r.turn != selection.turn:
+            continue
+        if selection.phases is not None and r.phase not in selection.phases:
+            continue
+        value = getattr(r, metric.column, None)
+        if value is None:
+            continue
+        if selection.reciprocal:
+            if value <= 0:
+                continue
+            value = 1.0 / value
+        values.append(float(value))
+    return values
+
+
+def trial_sample(trial, requests) -> Optional[float]:
+    """A finished trial's deciding value (its workload's declared metric); None when it has none.
+
+    A metric over requests takes the median of the selected requests (fixed_task: of its measured runs), so
+    that one trial gives one sample per round.
+    """
+    from runner.measurement.workloads import workload_class
+
+    if getattr(trial, "status", "ok") != "ok":
+        return None
+    metric = workload_class(trial.workload).deciding
+    if metric.requests is None:
+        value = getattr(trial, metric.column, None)
+        return None if value is None else float(value)
+    values = _request_values(requests, metric)
+    return statistics.median(values) if values else None
+
+
+def _by_point(samples: Sequence[RaceSample]) -> dict[str, dict[str, list[RaceSample]]]:
+    points: dict[str, dict[str, list[RaceSample]]] = {}
+    for s in samples:
+        points.setdefault(s.point, {}).setdefault(s.engine_id, []).append(s)
+    return points
+
+
+def race_eliminations(samples: Sequence[RaceSample], *, tie_band: float = 0.02, min_rounds: int = 2,
+                      seed: int = 0) -> dict[tuple[str, str], str]:
+    """(engine_id, workload) -> human reason, for arms whose interval lies below the leader's at EVERY point of
+    that workload (strictly outside the tie band)."""
+    out: dict[tuple[str, str], str] = {}
+    workloads: dict[str, list[RaceSample]] = {}
+    for s in samples:
+        if s.value is not None and s.value == s.value:  # NaN is no sample
+            workloads.setdefault(s.workload, []).append(s)
+    for workload, mine in sorted(workloads.items()):
+        points = _by_point(mine)
+        engines = {s.engine_id for s in mine}
+        evidence: dict[str, list[str]] = {e: [] for e in engines}
+        for point, arms in sorted(points.items()):
+            higher = arms[next(iter(arms))][0].higher_is_better
+            medians = {e: statistics.median(x.value for x in v) for e, v in arms.items()}
+            leader = (max if higher else min)(sorted(medians), key=lambda e: medians[e])
+            for engine in engines:
+                rows = arms.get(engine, [])
+                if engine == leader or len(rows) < min_rounds or len(arms[leader]) < min_rounds:
+                    evidence[engine] = None  # type: ignore[assignment]
+                    continue
+                if evidence[engine] is None:
+                    continue
+                ratio = ratio_interval([x.value for x in arms[leader]], [x.value for x in rows],
+                                       higher_is_better=higher, seed=seed)
+                if not beats(ratio, tie_band=tie_band):
+                    evidence[engine] = None  # type: ignore[assignment]
+                    continue
+                evidence[engine].append(f"{point}: {arms[leader][0].arm} {ratio.ratio_text()}")
+        for engine, lines in sorted(evidence.items()):
+            if not lines:
+                continue
+            arm = next(s.arm for s in mine if s.engine_id == engine)
+            last_round = max(s.round for s in mine if s.engine_id == engine)
+            out[(engine, workload)] = (
+                f"{arm} behind the leader beyond the ±{tie_band:.0%} tie band at all {len(lines)} point(s) of "
+                f"{workload} after round {last_round} (leader / {arm}, ratio of medians [95% bootstrap]): "
+                + "; ".join(lines))
+    return out

@@ -1,0 +1,186 @@
+"""recommendation.yaml: per workload, the engine settings to deploy, as vLLM engine arguments and `vllm serve`
+flags, with the evidence and the caveats that apply. Pure (a dict; build.py writes it).
+
+Choice rule: the arm named winner at the most points of the workload; arms tied for first at a point (leader
+and runner-up of a "tie within noise") count half a point each; equal scores go to the simpler arm (spec off,
+then the smaller k, then the plan's arm order). Without any point that has a winner or a tie there is no
+choice, and the file says why.
+"""
+from __future__ import annotations
+
+import json
+import shlex
+from typing import Any, Optional
+
+import pandas as pd
+
+from runner.plan.spec_methods import speculative_config
+from runner.report.verdict import CAPACITY_OUTCOME, SINGLE_K_RULE, TIE_OUTCOME, interval_range, ratio_range
+
+CHOICE_RULE = ("the arm named winner at the most points; an arm tied for first at a point counts half; equal "
+               "scores go to the simpler arm (spec off, then the smaller k)")
+
+
+def _plain(value):
+    """numpy scalars → Python scalars, so that the YAML stays plain."""
+    if hasattr(value, "item"):
+        return value.item()
+    return value
+
+
+def engine_arguments(engine: dict, *, config: dict) -> dict[str, Any]:
+    """The vLLM engine arguments of one arm (what `LLM(...)` / `AsyncEngineArgs(...)` take)."""
+    model_cfg = config.get("model") or {}
+    args: dict[str, Any] = {"model": model_cfg.get("path") or str(engine["model"])}
+    spec = speculative_config(method=str(engine["spec_method"] or "off"), k=int(engine["num_speculative_tokens"] or 0),
+                              extra=(config.get("spec") or {}).get(str(engine["spec_method"])) or {})
+    if spec:
+        args["speculative_config"] = spec
+    args["enable_prefix_caching"] = bool(engine["enable_prefix_caching"])
+    args["gpu_memory_utilization"] = float(engine["gpu_memory_utilization"])
+    args["max_model_len"] = int(engine["max_model_len"])
+    args["tensor_parallel_size"] = int(engine["tensor_parallel_size"] or 1)
+    if model_cfg.get("load_format") not in (None, "auto"):
+        args["load_format"] = model_cfg["load_format"]
+    try:
+        extra = json.loads(engine.get("engine_args_json") or "{}")
+    except ValueError:
+        extra = {}
+    args.update({k: _plain(v) for k, v in extra.items()})
+    return args
+
+
+def serve_command(args: dict[str, Any]) -> str:
+    """The same arguments as a `vllm serve` command line (vLLM 0.26 and 0.32 take the same flags for these)."""
+    words = ["vllm", "serve", str(args["model"])]
+    for key, value in args.items():
+        if key == "model":
+            continue
+        flag = "--" + key.replace("_", "-")
+        if isinstance(value, bool):
+            words.append(flag if value else "--no-" + key.replace("_", "-"))
+        elif isinstance(value, (dict, list)):
+            words += [flag, shlex.quote(json.dumps(value, sort_keys=True, separators=(",", ":")))]
+        else:
+            words += [flag, shlex.quote(str(value))]
+    return " ".join(words)
+
+
+def _score(outcomes: pd.DataFrame) -> dict[str, float]:
+    score: dict[str, float] = {}
+    for r in outcomes.to_dict("records"):
+        if r["outcome"] == TIE_OUTCOME:
+            for arm in (r["leader"], r["runner_up"]):
+                if arm:
+                    score[arm] = score.get(arm, 0.0) + 0.5
+        elif r["leader"] and r["outcome"] == r["leader"]:
+            score[r["leader"]] = score.get(r["leader"], 0.0) + 1.0
+    return score
+
+
+def _choose(outcomes: pd.DataFrame, arm_order: dict[str, int]) -> Optional[str]:
+    score = _score(outcomes)
+    if not score:
+        return None
+    return min(score, key=lambda a: (-score[a], arm_order.get(a, 1 << 30)))
+
+
+def _evidence(outcomes: pd.DataFrame, choice: str, point_text: list[str]) -> dict[str, Any]:
+    won = outcomes[outcomes.outcome == choice]
+    tied = outcomes[(outcomes.outcome == TIE_OUTCOME) & ((outcomes.leader == choice) | (outcomes.runner_up == choice))]
+    rows = []
+    for r, where in zip(outcomes.to_dict("records"), point_text):
+        rows.append({"point": where, "outcome": r["outcome"], "leader": r["leader"], "runner_up": r["runner_up"],
+                     "ratio": None if pd.isna(r["margin"]) else round(float(r["margin"]), 3),
+                     "interval_95": None if pd.isna(r["margin_lo"]) else
+                     [round(float(r["margin_lo"]), 3), round(float(r["margin_hi"]), 3)],
+                     "repeats": int(r["n_min"])})
+    return {"points_won": f"{len(won)}/{len(outcomes)}", "points_tied_for_first": f"{len(tied)}/{len(outcomes)}",
+            "ratio_where_won": ratio_range(won.margin) if len(won) else None,
+            "interval_where_won": interval_range(won.margin_lo, won.margin_hi) if len(won) else None,
+            "over": ", ".join(dict.fromkeys(won.runner_up.dropna())) or None, "points": rows}
+
+
+def _caveats(*, workload: str, choice: Optional[str], outcomes: pd.DataFrame, config: dict, engine: Optional[dict],
+             degenerate: pd.DataFrame, divergence: pd.DataFrame, failures: pd.DataFrame, stops: pd.DataFrame,
+             min_repeats: int) -> list[str]:
+    caveats = []
+    model_cfg = config.get("model") or {}
+    args_text = str((engine or {}).get("engine_args_json") or "")
+    if model_cfg.get("builtin") and not model_cfg.get("path"):
+        caveats.append(f"model is the runner's built-in {model_cfg['builtin']!r} ({model_cfg.get('name')}): put your "
+                       f"model's path in engine_args.model / the serve command")
+    if model_cfg.get("load_format") == "dummy" or '"load_format": "dummy"' in args_text \
+            or "dummy" in str((engine or {}).get("model", "")):
+        caveats.append("dummy weights (load_format: dummy): speeds and acceptance are not those of the real model; "
+                       "re-run with real weights before deploying")
+    bad = degenerate[degenerate.workload == workload]
+    if len(bad):
+        caveats.append("degenerate outputs (median distinct-token share < 0.25) for " + ", ".join(bad.arm)
+                       + ": acceptance there does not represent real text")
+    walled = outcomes[outcomes.outcome == CAPACITY_OUTCOME]
+    if len(walled):
+        caveats.append(f"capacity wall at {len(walled)} point(s): no configuration effect can be read there")
+    few = outcomes[(outcomes.n_min > 0) & (outcomes.n_min < min_repeats)]
+    if len(few):
+        caveats.append(f"too few repeats at {len(few)} point(s) (fewer than {min_repeats}; fix: "
+                       f"sweep.repeats={min_repeats})")
+    ties = outcomes[outcomes.outcome == TIE_OUTCOME]
+    if len(ties):
+        caveats.append(f"tie within noise at {len(ties)} point(s): " + ", ".join(
+            dict.fromkeys(f"{a} / {b}" for a, b in zip(ties.leader, ties.runner_up))))
+    if len(divergence):
+        mine = divergence[divergence.workload == workload]
+        if len(mine):
+            caveats.append("outputs differ from the reference arm for " + ", ".join(sorted(set(mine.arm)))
+                           + ": not a like-for-like comparison")
+    if len(failures):
+        caveats.append("failed configurations: " + ", ".join(sorted(set(map(str, failures.arm)))))
+    if len(stops):
+        mine = stops[stops.workload == workload]
+        if len(mine):
+            caveats.append("stopped early by the race: " + ", ".join(mine.arm))
+    if choice is None:
+        caveats.append("no recommendation: no point has a winner or a tie among measured arms")
+    return caveats
+
+
+def recommendation(*, outcomes: pd.DataFrame, engines: pd.DataFrame, draft_summary: pd.DataFrame,
+                   point_text: list[str], metric_heading: dict[str, str], config: dict, degenerate: pd.DataFrame,
+                   divergence: pd.DataFrame, failures: pd.DataFrame, stops: pd.DataFrame, tie_band: float,
+                   min_repeats: int, sources: list[str]) -> dict[str, Any]:
+    ok_engines = engines[engines.status == "ok"] if len(engines) else engines
+    arm_order = dict(zip(ok_engines.arm, ok_engines.arm_order)) if len(ok_engines) else {}
+    text_of = dict(zip(outcomes.index, point_text))
+    workloads: dict[str, Any] = {}
+    for workload, mine in outcomes.groupby("workload", sort=False):
+        choice = _choose(mine, arm_order)
+        engine_rows = ok_engines[ok_engines.arm == choice] if choice else ok_engines.iloc[0:0]
+        engine = engine_rows.iloc[0].to_dict() if len(engine_rows) else None
+        entry: dict[str, Any] = {"decided_by": metric_heading[workload], "choice": choice}
+        if engine is not None:
+            args = engine_arguments(engine, config=config)
+            entry["engine_args"] = args
+            entry["vllm_serve"] = serve_command(args)
+        if choice:
+            entry["evidence"] = _evidence(mine, choice, [text_of[i] for i in mine.index])
+        else:
+            leaders = [a for a in dict.fromkeys(mine.leader.dropna())]
+            entry["ahead_on_the_numbers"] = leaders
+            entry["evidence"] = _evidence(mine, "", [text_of[i] for i in mine.index])
+        drafts = draft_summary[draft_summary.workload == workload]
+        if len(drafts):
+            entry["draft_count"] = [{"method": r["method"], "k_tried": r["k tried"], "k_per_range": r["best k"],
+                                     "single_k": None if r["single k"] == "–" else int(str(r["single k"]).split()[0]),
+                                     "notes": r["notes"] or None}
+                                    for r in drafts.to_dict("records")]
+        entry["caveats"] = _caveats(workload=workload, choice=choice, outcomes=mine, config=config, engine=engine,
+                                    degenerate=degenerate, divergence=divergence, failures=failures, stops=stops,
+                                    min_repeats=min_repeats)
+        workloads[workload] = entry
+    return {"sources": list(sources),
+            "rules": {"choice": CHOICE_RULE,
+                      "winner": f"the 95% bootstrap interval of the ratio of medians (leader / runner-up) lies "
+                                f"wholly above 1 + tie band ({tie_band:g}); at least {min_repeats} repeats per arm",
+                      "single_k": SINGLE_K_RULE, "slo": "see report.md (Under a latency target)"},
+            "workloads": workloads}

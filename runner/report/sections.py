@@ -1,0 +1,99 @@
+"""report.md sections for the deployment questions: latency targets, Pareto, cost, recommendation, race, outputs."""
+from __future__ import annotations
+
+import pandas as pd
+
+from runner.report.render import md_table, section
+
+
+def slo_section(a) -> str:
+    s = a.settings
+    if not s.slo:
+        return section("Under a latency target", "No SLO set (set one with report.slo.ttft_p99_ms=500 in the "
+                       "sweep, or --slo ttft_p99_ms=500 here; targets: ttft_p50_ms, ttft_p99_ms, tpot_p50_ms, "
+                       "tpot_p99_ms, e2e_p99_ms).")
+    choices = a.slo_choices.assign(point=a.point_text(a.slo_choices)).drop(columns=["workload_params_json",
+                                                                                    "concurrency"])
+    choices = choices[["workload", "point", "meeting", "choice", "tok/s per device", "next", "ratio", "verdict"]]
+    reach = a.slo_reach.copy()
+    reach["params"] = [a.params_text(w, p) for w, p in zip(reach.workload, reach.workload_params_json)]
+    reach = reach.sort_values(["workload", "params", "arm_order"])[["workload", "params", "arm", "within the SLO",
+                                                                    "measured"]]
+    return section(
+        "Under a latency target",
+        f"SLO: {s.slo_text()}. A point meets it when the median over repeats of each targeted trial figure is "
+        f"within its limit. Throughput per device = aggregate decode tok/s ÷ tensor_parallel_size; the choice is "
+        f"the arm with the most of it among those that meet the SLO, against the next one (ratio of medians "
+        f"[95% bootstrap interval]; a tie when the interval reaches into ±{s.tie_band:.0%}).",
+        md_table(choices),
+        "Highest concurrency within the SLO per arm: linear interpolation between the last measured concurrency "
+        "that meets it and the first that misses it (an estimate between measured points, not a measurement).",
+        md_table(reach))
+
+
+def pareto_section(a, plot_names: list[str]) -> str:
+    p = a.pareto
+    if not len(p):
+        return ""
+    front = p[p.on_front].copy()
+    front["params"] = [a.params_text(w, q) for w, q in zip(front.workload, front.workload_params_json)]
+    table = front.sort_values(["workload", "params", "per_device"])[
+        ["workload", "params", "arm", "concurrency", "per_device", "per_session", "n"]].rename(
+        columns={"per_device": "tok/s per device", "per_session": "tok/s per session", "n": "repeats"})
+    pictures = "\n\n".join(f"![{n}]({n})" for n in plot_names)
+    return section("Pareto: per-session speed against throughput per device",
+                   "Medians over repeats per arm and concurrency: tok/s per session (1 / median TPOT) against "
+                   "aggregate decode tok/s ÷ devices. On the front: no other point is at least as good on both "
+                   "axes and better on one.", md_table(table), pictures)
+
+
+def cost_section(a) -> str:
+    if a.settings.gpu_hour_usd is None:
+        return ""
+    c = a.cost.assign(point=a.point_text(a.cost)).sort_values(["workload", "point", "arm_order"])
+    table = c[["workload", "point", "arm", "devices", "aggregate tok/s", "$ per 1M output tokens", "n"]].rename(
+        columns={"n": "repeats"})
+    return section("Cost", f"At ${a.settings.gpu_hour_usd:g} per device-hour: $ per 1M output tokens = price × "
+                   "devices ÷ (median aggregate decode tok/s × 3600). Decode throughput at that load only; idle "
+                   "time and other phases are not priced.", md_table(table))
+
+
+def recommendation_section(a) -> str:
+    rows = []
+    for workload, entry in a.recommendation["workloads"].items():
+        evidence = entry.get("evidence") or {}
+        ratio = evidence.get("ratio_where_won")
+        drafts = "; ".join(f"{d['method']}: {d['k_per_range']} (single k: {d['single_k']})"
+                           for d in entry.get("draft_count", []))
+        rows.append({"workload": workload, "deploy": entry.get("choice") or "no choice",
+                     "evidence": (f"won {evidence.get('points_won')}, tied {evidence.get('points_tied_for_first')}"
+                                  + (f"; {ratio} [{evidence.get('interval_where_won')}] over {evidence.get('over')}"
+                                     if ratio else "")),
+                     "draft count": drafts or "–", "vllm serve": entry.get("vllm_serve", "–"),
+                     "caveats": "; ".join(entry.get("caveats", [])) or "–"})
+    rules = a.recommendation["rules"]
+    return section("Recommendation", f"Also in recommendation.yaml (engine arguments, serve flags, every point). "
+                   f"Choice: {rules['choice']}. Winner: {rules['winner']}. Single k: {rules['single_k']}.",
+                   md_table(pd.DataFrame(rows)))
+
+
+def race_section(a) -> str:
+    r = a.race
+    if not len(r):
+        return ""
+    total_trials, total_s = int(r["trials skipped"].sum()), float(r["device s saved (est.)"].sum())
+    return section("Early elimination (race)",
+                   f"{total_trials} trial(s) skipped, about {total_s:,.0f} device-seconds saved (each skipped "
+                   "trial counted at the median measured duration of the same arm at the same point × its "
+                   "devices).", md_table(r))
+
+
+def degenerate_section(a) -> str:
+    d = a.degenerate
+    if "distinct_token_share" not in a.trials or a.trials.distinct_token_share.isna().all():
+        return ""
+    if not len(d):
+        return section("Degenerate outputs", "None: every arm's median distinct-token share is ≥ 25%.")
+    return section("Degenerate outputs", "These arms' outputs repeat a few tokens (median over trials of the "
+                   "distinct token ids / output tokens, per request, < 25%): their speculative acceptance does not "
+                   "represent real text.", md_table(d))

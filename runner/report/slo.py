@@ -1,0 +1,107 @@
+"""Under a latency target: the configuration with the most output tok/s per device that meets it, per point,
+and the highest concurrency each arm sustains within it. Pure.
+
+A point meets the SLO when the median over repeats of every targeted figure (TTFT/TPOT/E2E percentiles of the
+trial) is within its limit. Throughput per device is the trial's aggregate decode tok/s divided by the devices
+the engine holds (tensor_parallel_size). The highest sustained concurrency is interpolated linearly between the
+last measured concurrency that meets the SLO and the first that does not.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from runner.measurement.stats import MIN_REPEATS, TIE_BAND, Outcome, compare, interpolate_crossing
+from runner.report.arms import CONCURRENCY, POINT_FIELDS
+from runner.report.settings import SLO_COLUMNS
+
+PER_DEVICE = "tok_s_per_device"
+
+
+def per_device(trials: pd.DataFrame) -> pd.Series:
+    devices = pd.to_numeric(trials.tensor_parallel_size, errors="coerce").fillna(1).clip(lower=1)
+    return pd.to_numeric(trials.decode_tok_s_aggregate, errors="coerce") / devices
+
+
+def arm_point_figures(trials: pd.DataFrame, slo: dict[str, float]) -> pd.DataFrame:
+    """Per (point, arm): tok/s per device (samples and median), each targeted figure's median in ms, meets."""
+    ok = trials[trials.status == "ok"].copy()
+    ok[PER_DEVICE] = per_device(ok)
+    rows = []
+    for key, group in ok.groupby([*POINT_FIELDS, "arm"], sort=False):
+        row = {"workload": key[0], "workload_params_json": key[1], "concurrency": int(key[2]), "arm": key[3],
+               "arm_order": group.arm_order.iloc[0], "n": len(group),
+               "per_device_values": [float(v) for v in group[PER_DEVICE].dropna()],
+               "per_device": float(group[PER_DEVICE].median())}
+        meets = True
+        for name, limit in slo.items():
+            value = float(pd.to_numeric(group[SLO_COLUMNS[name]], errors="coerce").median()) * 1000.0
+            row[name] = value
+            meets = meets and bool(value <= limit)  # NaN (not measured) does not meet
+        row["meets"] = meets
+        rows.append(row)
+    columns = ["workload", "workload_params_json", "concurrency", "arm", "arm_order", "n", "per_device_values",
+               "per_device", *slo, "meets"]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def slo_choices(figures: pd.DataFrame, *, tie_band: float = TIE_BAND, min_repeats: int = MIN_REPEATS,
+                seed: int = 0) -> pd.DataFrame:
+    """Per point: the arm with the most tok/s per device among those that meet the SLO, against the next one."""
+    rows = []
+    for key, group in figures.groupby(list(POINT_FIELDS), sort=False):
+        meeting = group[group.meets].sort_values(["per_device", "arm_order"], ascending=[False, True])
+        row = {"workload": key[0], "workload_params_json": key[1], "concurrency": key[2],
+               "meeting": f"{len(meeting)}/{len(group)}", "choice": None, "tok/s per device": np.nan,
+               "next": None, "ratio": "–", "verdict": "no arm meets the SLO"}
+        if len(meeting):
+            best = meeting.iloc[0]
+            row.update({"choice": best.arm, "tok/s per device": best.per_device})
+            second = meeting.iloc[1] if len(meeting) > 1 else None
+            result = compare(best.per_device_values, None if second is None else second.per_device_values,
+                             higher_is_better=True, tie_band=tie_band, min_repeats=min_repeats, seed=seed)
+            if second is not None:
+                row["next"] = second.arm
+                if result.ratio is not None:
+                    row["ratio"] = result.ratio.ratio_text()
+                elif best.per_device and second.per_device:
+                    row["ratio"] = f"{best.per_device / second.per_device:.2f}×"
+            row["verdict"] = {Outcome.WINNER: "best", Outcome.ONLY_ONE: "only arm within the SLO",
+                              Outcome.TIE: f"tie within noise with {row['next']}",
+                              Outcome.TOO_FEW: "not enough repeats"}[result.outcome]
+        rows.append(row)
+    return pd.DataFrame(rows, columns=["workload", "workload_params_json", "concurrency", "meeting", "choice",
+                                       "tok/s per device", "next", "ratio", "verdict"])
+
+
+def _crossing(before: pd.Series, after: pd.Series, slo: dict[str, float]) -> float:
+    """The concurrency between two measured points where the first targeted figure reaches its limit."""
+    crossings = [interpolate_crossing(before[CONCURRENCY], before[name], after[CONCURRENCY], after[name], limit)
+                 for name, limit in slo.items() if not after[name] <= limit]
+    return min(crossings) if crossings else float(before[CONCURRENCY])
+
+
+def max_concurrency(figures: pd.DataFrame, slo: dict[str, float]) -> pd.DataFrame:
+    """Per workload, params and arm: the highest concurrency within the SLO, interpolated between measured points.
+
+    The sustained range is from the lowest measured concurrency up to the first one that misses the SLO; a line
+    through the two neighbouring medians gives the crossing. "≥ c" when every measured point meets it, "< c"
+    when even the lowest does not.
+    """
+    rows = []
+    for (workload, params, arm), line in figures.groupby(["workload", "workload_params_json", "arm"], sort=False):
+        line = line.sort_values(CONCURRENCY).reset_index(drop=True)
+        misses = line.index[~line.meets]
+        if not len(misses):
+            text, value = f"≥ {int(line[CONCURRENCY].max())} (every measured point meets it)", float(line[CONCURRENCY].max())
+        elif misses[0] == 0:
+            text, value = f"< {int(line[CONCURRENCY].iloc[0])} (the lowest measured point misses it)", float("nan")
+        else:
+            before, after = line.iloc[misses[0] - 1], line.iloc[misses[0]]
+            value = _crossing(before, after, slo)
+            text = f"≈ {value:.1f} (interpolated between c={int(before[CONCURRENCY])} and c={int(after[CONCURRENCY])})"
+        rows.append({"workload": workload, "workload_params_json": params, "arm": arm,
+                     "arm_order": line.arm_order.iloc[0], "max concurrency": value, "within the SLO": text,
+                     "measured": ", ".join(str(int(c)) for c in line[CONCURRENCY])})
+    return pd.DataFrame(rows, columns=["workload", "workload_params_json", "arm", "arm_order", "max concurrency",
+                                       "within the SLO", "measured"])
