@@ -23,6 +23,7 @@ import json
 import re
 import shlex
 import sys
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -148,10 +149,81 @@ def report(results: dict) -> None:
         print(f"vllm sweep: engine init (profile, KV, warm-up) per server {x['init_engine_s']}")
 
 
+# ---- does an idle resident engine slow the active one? (picks the CPU default of execution.resident) ----
+IDLE_ENGINE = r"""
+import sys, time
+from vllm import LLM
+llm = LLM(model=sys.argv[1], load_format=sys.argv[2], max_model_len=1024, enforce_eager=True, max_num_seqs=32,
+          seed=0, enable_prefix_caching=True)
+llm.generate([{"prompt_token_ids": [5] * 16}], use_tqdm=False)  # warm, then idle like a resident engine
+print("READY", flush=True)
+sys.stdin.read()
+"""
+
+
+def idle_interference(*, rounds: int, out: Path) -> dict:
+    """Decode tok/s of engine A alone vs with a loaded, idle engine B in another process, alternated.
+
+    Both use vLLM's default core binding (what two resident engines on one CPU slot get)."""
+    import subprocess
+
+    from vllm import LLM, SamplingParams
+
+    model = common.tiny_model()
+    llm = LLM(model=model.path, load_format=model.load_format, max_model_len=MAX_MODEL_LEN, enforce_eager=True,
+              max_num_seqs=MAX_NUM_SEQS, seed=0, enable_prefix_caching=True)
+    params = SamplingParams(max_tokens=OUTPUT_LEN, temperature=0.0, ignore_eos=True)
+
+    def tok_s(batch: int) -> float:
+        llm.reset_prefix_cache()
+        prompts = [{"prompt_token_ids": [(7 * i + j) % 1000 + 10 for j in range(INPUT_LEN)]} for i in range(batch)]
+        t0 = time.perf_counter()
+        outs = llm.generate(prompts, params, use_tqdm=False)
+        return sum(len(o.outputs[0].token_ids) for o in outs) / (time.perf_counter() - t0)
+
+    for batch in (1, 4):
+        tok_s(batch)  # warm-up
+    figures = {"alone": {1: [], 4: []}, "with_idle_engine": {1: [], 4: []}}
+    for r in range(rounds):
+        for state in (("alone", "with_idle_engine") if r % 2 == 0 else ("with_idle_engine", "alone")):
+            idle = None
+            if state == "with_idle_engine":
+                idle = subprocess.Popen([sys.executable, "-c", IDLE_ENGINE, model.path, model.load_format],
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                        text=True, env=common.bench_env())
+                while idle.stdout.readline().strip() != "READY":
+                    if idle.poll() is not None:
+                        raise RuntimeError("idle engine failed to start")
+                time.sleep(2)
+            for batch in (1, 4):
+                for _ in range(2):
+                    figures[state][batch].append(tok_s(batch))
+            if idle is not None:
+                idle.stdin.close()
+                idle.wait(timeout=60)
+            print(f"  round {r}: {state} bs1 {figures[state][1][-2:]} bs4 {figures[state][4][-2:]}", flush=True)
+    summary = {}
+    for batch in (1, 4):
+        alone, shared = common.median(figures["alone"][batch]), common.median(figures["with_idle_engine"][batch])
+        summary[f"bs{batch}"] = {"alone_tok_s": alone, "with_idle_tok_s": shared, "ratio": shared / alone,
+                                 "alone_all": figures["alone"][batch], "with_idle_all": figures["with_idle_engine"][batch]}
+        print(f"IDLE ENGINE bs{batch}: alone {alone:.1f} tok/s, with an idle resident engine {shared:.1f} tok/s, "
+              f"ratio {shared / alone:.3f} (medians of {len(figures['alone'][batch])})")
+    common.save_json(out / "idle_interference.json", summary)
+    return summary
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--idle-engine", type=int, default=0, metavar="ROUNDS",
+                        help="instead: measure decode tok/s alone vs beside an idle resident engine, ROUNDS rounds")
     args = parser.parse_args()
+    if args.idle_engine:
+        out = common.out_dir("idle-engine")
+        common.print_machine("idle-engine")
+        idle_interference(rounds=args.idle_engine, out=out)
+        return
     out = common.out_dir("efficiency")
     model = common.tiny_model()
     results = {"machine_before": common.print_machine("efficiency"), "runner": [], "vllm_sweep": []}

@@ -69,10 +69,13 @@ class TrialRecord(EngineSettings):
     api: str = "async"
     concurrency: int = 1
     repeat: int = 0
-    status: str = "ok"  # "ok" | "failed"
+    status: str = "ok"  # "ok" | "failed" | "skipped" (a race-eliminated trial: failure_kind "race_eliminated")
     failure_kind: Optional[str] = None
     failure_reason: Optional[str] = None
     attempts: int = 1
+    # The interleaved round it ran in (= its repeat) and its index in the sweep's execution order (across resumes).
+    round: Optional[int] = None
+    position: Optional[int] = None
     started_at: Optional[float] = None
     # The measured requests' span: first measured request sent → its last token (throughput divides by it).
     duration_s: Optional[float] = None

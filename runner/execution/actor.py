@@ -175,8 +175,63 @@ class EngineActor:
 
     async def shutdown(self) -> None:
         if self.host is not None:
+            if getattr(self.host, "_asleep", False):  # exiting asleep crashed vLLM's cumem allocator
+                try:
+                    await self.host.wake_up()
+                except Exception:
+                    pass
             self.host.shutdown()
             self.host = None
+
+    # ---- residency (issue 13): the actor starts ahead of its engine; engines sleep between turns ----
+    async def prepare(self) -> dict:
+        """Imports vLLM and torch and creates the device context before the engine loads (so that cost
+        overlaps the previous engine's trials); returns the memory figures residency is planned from."""
+        await asyncio.to_thread(_import_engine_stack)
+        return memory_report()
+
+    async def sleep(self) -> float:
+        """Level 1 (weights to host RAM, KV dropped); returns the seconds it took."""
+        return await self.host.sleep() if self.host is not None else 0.0
+
+    async def wake_up(self) -> float:
+        return await self.host.wake_up() if self.host is not None else 0.0
+
+    async def is_sleeping(self) -> bool:
+        return bool(await self.host.is_sleeping()) if self.host is not None else False
+
+
+def _import_engine_stack() -> None:
+    # Imports only: vLLM's engine core runs in a child process with its own CUDA context, so a context
+    # made here would be one more held by every resident actor (and vLLM would then force `spawn`).
+    import torch  # noqa: F401
+    import vllm  # noqa: F401
+    from vllm.engine.arg_utils import AsyncEngineArgs  # noqa: F401
+    from vllm.v1.engine.async_llm import AsyncLLM  # noqa: F401
+
+
+def memory_report() -> dict:
+    """Device total / free and this process's context (CUDA), and the node's available RAM (GiB)."""
+    out: dict = {"host_available_gib": _host_available_gib()}
+    try:  # through NVML (vLLM's CUDA platform): no CUDA context in this process
+        from vllm.platforms import current_platform
+
+        if current_platform.is_cuda():
+            out["device_total_gib"] = current_platform.get_device_total_memory(0) / 1024**3
+    except Exception:
+        pass
+    return out
+
+
+def _host_available_gib() -> float | None:
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) / 1024**2
+    except OSError:
+        pass
+    return None
 
 
 def _resolve_model(model_cfg: dict) -> ModelSource:

@@ -190,8 +190,27 @@ class EngineHost:
 
     def shutdown(self) -> None:
         if self._llm is not None:
-            self._llm.shutdown()
+            self._llm.shutdown()  # the actor wakes an asleep engine first (cumem_allocator.cpp:235)
             self._llm = None
+
+    # ---- sleep mode (CUDA, engines resident between turns): AsyncLLM and LLM, vLLM 0.26 and 0.32 ----
+    _asleep = False
+
+    async def sleep(self) -> float:
+        started = time.perf_counter()
+        await _maybe_await(self._llm.sleep(level=1))  # 0.32 adds mode=; level alone works on both
+        self._asleep = True
+        return time.perf_counter() - started
+
+    async def wake_up(self) -> float:
+        started = time.perf_counter()
+        await _maybe_await(self._llm.wake_up())  # 0.32 returns whether fully awake, 0.26 None
+        self._asleep = False
+        return time.perf_counter() - started
+
+    async def is_sleeping(self) -> bool:
+        target = self._llm if hasattr(self._llm, "is_sleeping") else self._llm.llm_engine
+        return bool(await _maybe_await(target.is_sleeping()))
 
 
 class OfflineEngineHost(EngineHost):
@@ -256,6 +275,11 @@ class OfflineEngineHost(EngineHost):
 
     def shutdown(self) -> None:
         if self._llm is not None:
+            if self._asleep:
+                try:
+                    self._llm.wake_up()
+                except Exception:
+                    pass
             self._llm.llm_engine.engine_core.shutdown()  # LLM has no shutdown()
             self._llm = None
 
@@ -269,6 +293,12 @@ def _batch_timeline(*, sent_at: float, done_at: float, metrics, tokens: int) -> 
     timeline.add_chunk(at=first, tokens=min(tokens, 1))
     timeline.add_chunk(at=last, tokens=tokens - 1)
     return timeline
+
+
+async def _maybe_await(value):
+    import inspect
+
+    return await value if inspect.isawaitable(value) else value
 
 
 def host_class(api: str) -> type[EngineHost]:

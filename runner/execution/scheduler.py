@@ -8,9 +8,12 @@ from __future__ import annotations
 import collections
 import contextlib
 import dataclasses
+import enum
 import json
 import os
+import random
 import signal
+import statistics
 import threading
 import time
 from dataclasses import dataclass, field
@@ -36,24 +39,62 @@ class ExecutionSettings:
     start_timeout_s: float = 1800.0
     max_trial_retries: int = 1
     slo: dict = field(default_factory=dict)
-
-
-@dataclass(kw_only=True)
-class _Group:
-    engine: EngineConfig
-    trials: collections.deque
-    actor: object = None
-    ref: object = None
-    kind: str = ""  # "start" | "trial"
-    trial: Optional[Trial] = None
-    deadline: float = 0.0
-    attempts: dict = field(default_factory=dict)
-    restarts: int = 0
-    slot: Optional[int] = None  # CPU engine slot, for core binding
+    resident: str = "auto"  # "auto" | "on" (CPU too, memory permitting) | "off"
+    deadline_s: Optional[float] = None  # seconds from the scheduler's start
+    order_seed: int = 0
+    shutdown_timeout_s: float = 10.0  # a graceful engine shutdown, then ray.kill
+    race: bool = False
+    race_tie_band: float = 0.02
+    cpu_kv_gib: float = 1.0  # VLLM_CPU_KVCACHE_SPACE, for the CPU residency plan
 
 
 class Interrupted(Exception):
     pass
+
+
+class DeadlineReached(Exception):
+    def __init__(self, left: int, reason: str):
+        super().__init__(reason)
+        self.left, self.reason = left, reason
+
+
+class Phase(enum.Enum):
+    IDLE = "idle"
+    PREPARE = "prepare"  # process, imports, device context
+    START = "start"      # the engine loads
+    WAKE = "wake"
+    TRIAL = "trial"
+    SLEEP = "sleep"
+
+
+@dataclass(kw_only=True)
+class _Resident:
+    engine: EngineConfig
+    actor: object
+    asleep: bool = False
+    weights_gib: float = 0.0
+
+
+@dataclass(kw_only=True)
+class _Lane:
+    """One device unit (GPU, TP group or CPU slot): its own rounds, its own resident engines."""
+
+    index: int
+    steps: collections.deque  # of Step
+    bundle: Optional[tuple] = None  # (placement group, bundle index) on cuda
+    max_resident: int = 1
+    planned: bool = False
+    residents: dict = field(default_factory=dict)  # engine_id -> _Resident
+    spare: object = None  # an actor started ahead (process + imports + context), no engine yet
+    step: object = None
+    trials: collections.deque = field(default_factory=collections.deque)
+    current: Optional[_Resident] = None
+    phase: Phase = Phase.IDLE
+    ref: object = None
+    trial: Optional[Trial] = None
+    deadline: float = 0.0
+    started: float = 0.0
+    round: int = -1
 
 
 class Scheduler:
@@ -69,211 +110,502 @@ class Scheduler:
         self.on_trial = on_trial or (lambda *a, **k: None)
         self.on_engine = on_engine or (lambda *a, **k: None)
         self.progress = progress
-        self.active: list[_Group] = []
+        self.lanes: list[_Lane] = []
+        self.attempts: dict[str, int] = {}
+        self.restarts: collections.Counter = collections.Counter()
+        self.loads: dict[str, float] = {}  # engine_id -> measured load_s
+        self.durations: dict[tuple, list] = collections.defaultdict(list)  # (engine_id, workload) -> trial s
+        self.samples: list = []
+        self.eliminated: dict[tuple, str] = {}
+        self.position = next_position(getattr(sink, "rows", {}).get("trials", []))
+        self.t0 = time.monotonic()
+        self.placement_group = None
 
     # ---- actors -------------------------------------------------------------------------------
-    def _actor_class(self, engine: EngineConfig):
+    def _new_actor(self, lane: _Lane, engine: EngineConfig):
         import ray
 
         from runner.execution.actor import EngineActor
 
         s = self.settings
-        if s.device == "cuda":
-            # One actor per GPU, or per TP group: vLLM's `mp` executor runs the TP workers inside it.
-            return ray.remote(num_gpus=units_needed(engine, device=s.device), num_cpus=1, max_restarts=0)(EngineActor)
-        return ray.remote(num_cpus=s.cpus_per_engine, max_restarts=0)(EngineActor)
+        options = actor_resources(device=s.device, width=units_needed(engine, device=s.device),
+                                  share=lane_share(self._resident_mode(engine)), cpus_per_engine=s.cpus_per_engine)
+        if lane.bundle is not None:
+            from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-    def _new_actor(self, group: _Group) -> None:
-        cls = self._actor_class(group.engine)
-        env = actor_env(base=self.settings.env, engine=group.engine)
-        if self.settings.device == "cpu" and self.settings.max_parallel_engines > 1 \
-                and "VLLM_CPU_OMP_THREADS_BIND" not in env:
+            options["scheduling_strategy"] = PlacementGroupSchedulingStrategy(
+                placement_group=lane.bundle[0], placement_group_bundle_index=lane.bundle[1])
+        env = actor_env(base=s.env, engine=engine)
+        if s.device == "cpu" and len(self.lanes) > 1 and "VLLM_CPU_OMP_THREADS_BIND" not in env:
             # Every CPU engine would otherwise pin its threads to the same cores.
-            if group.slot is None:
-                taken = {g.slot for g in self.active if g is not group}
-                group.slot = next(i for i in range(len(taken) + 1) if i not in taken)
-            env["VLLM_CPU_OMP_THREADS_BIND"] = cpu_binding(slot=group.slot, cores_per_engine=self.settings.cpus_per_engine,
+            env["VLLM_CPU_OMP_THREADS_BIND"] = cpu_binding(slot=lane.index, cores_per_engine=s.cpus_per_engine,
                                                            total_cores=os.cpu_count() or 1)
-        group.actor = cls.remote(env=env, keys=self.keys, slo=self.settings.slo)
-        # The model config, not a path: the actor's node resolves (builds or finds) its own copy.
-        group.ref = group.actor.start.remote(engine=engine_for_actor(group.engine), model=dict(self.model_cfg))
-        group.kind, group.trial = "start", None
-        group.deadline = time.monotonic() + self.settings.start_timeout_s
+        actor = ray.remote(max_restarts=0, **options)(EngineActor).remote(env=env, keys=self.keys, slo=s.slo)
+        return actor
 
-    def _next_trial(self, group: _Group) -> bool:
-        if not group.trials:
+    def _resident_mode(self, engine: EngineConfig) -> bool:
+        """Whether this engine may stay loaded between its turns (before the memory plan)."""
+        s = self.settings
+        if s.resident == "off":
             return False
-        trial = group.trials.popleft()
-        attempt = group.attempts.get(trial.trial_id, 0) + 1
-        group.attempts[trial.trial_id] = attempt
-        group.ref = group.actor.run_trial.remote(trial=trial, attempt=attempt)
-        group.kind, group.trial = "trial", trial
-        group.deadline = time.monotonic() + self.settings.trial_timeout_s
-        if self.progress is not None:
-            self.progress.set_postfix_str(engine_label(group.engine), refresh=True)
-        return True
+        if s.device == "cuda":
+            return units_needed(engine, device="cuda") == 1  # Ray shares only a fraction of one GPU
+        return s.resident == "on" or CPU_IDLE_ENGINE_HARMLESS
 
-    def _save_log(self, group: _Group) -> Optional[str]:
+    def _save_log(self, engine: EngineConfig, actor) -> Optional[str]:
         import ray
 
         try:
-            text = ray.get(group.actor.read_log.remote(), timeout=30)
+            text = ray.get(actor.read_log.remote(), timeout=10)
         except Exception:
             return None
         self.log_dir.mkdir(parents=True, exist_ok=True)
-        path = self.log_dir / f"{group.engine.engine_id}.log"
-        mode = "a" if group.restarts else "w"
-        with open(path, mode) as f:
+        path = self.log_dir / f"{engine.engine_id}.log"
+        with open(path, "a" if self.restarts[engine.engine_id] else "w") as f:
             f.write(text)
         return str(path)
 
-    def _stop_actor(self, group: _Group, *, graceful: bool = True) -> None:
+    def _kill(self, actor, *, graceful: bool) -> None:
+        """Bounded teardown: a graceful shutdown for at most shutdown_timeout_s, then kill."""
         import ray
 
-        if group.actor is None:
+        if actor is None:
             return
         if graceful:
             try:
-                ray.get(group.actor.shutdown.remote(), timeout=60)
+                ray.get(actor.shutdown.remote(), timeout=self.settings.shutdown_timeout_s)
             except Exception:
                 pass
         try:
-            ray.kill(group.actor)
+            ray.kill(actor)
         except Exception:
             pass
-        group.actor = None
+
+    def _evict(self, lane: _Lane, resident: _Resident, *, graceful: bool = True) -> None:
+        lane.residents.pop(resident.engine.engine_id, None)
+        if graceful:
+            self._save_log(resident.engine, resident.actor)
+        self._kill(resident.actor, graceful=graceful)
+
+    def _call(self, lane: _Lane, phase: Phase, ref, timeout_s: float) -> None:
+        lane.phase, lane.ref = phase, ref
+        lane.started = time.monotonic()
+        lane.deadline = lane.started + timeout_s
 
     # ---- results -----------------------------------------------------------------------------
-    def _engine_record(self, group: _Group, **columns) -> EngineRecord:
-        return EngineRecord(**dataclasses.asdict(group.engine.settings), sweep=self.keys.sweep,
-                            run_id=self.keys.run_id, engine_id=group.engine.engine_id, **columns)
+    def _engine_record(self, engine: EngineConfig, **columns) -> EngineRecord:
+        return EngineRecord(**dataclasses.asdict(engine.settings), sweep=self.keys.sweep,
+                            run_id=self.keys.run_id, engine_id=engine.engine_id, **columns)
 
     def _write_engine(self, record) -> None:
         with signals_deferred():
             self.sink.write_engine(record)
         self.on_engine(record)
 
-    def _record_trial(self, record, requests) -> None:
+    def _record_trial(self, record, requests, *, trial: Trial) -> None:
+        record = dataclasses.replace(record, round=trial.repeat, position=self.position)
         with signals_deferred():
             self.sink.write_trial(record, requests)
+        self.position += 1
+        if record.status == "ok" and record.duration_s is not None:
+            self.durations[(record.engine_id, record.workload)].append(float(record.duration_s))
+        if self.settings.race and record.status == "ok":
+            self._add_sample(record, requests)
         self.on_trial(record, requests)
         if self.progress is not None:
             self.progress.update(1)
 
-    def _fail_trial(self, group: _Group, trial: Trial, *, kind: str, reason: str) -> None:
-        row = failed_trial_row(keys=self.keys, trial=trial, settings=group.engine.settings, kind=kind,
-                               reason=reason, attempts=group.attempts.get(trial.trial_id, 1))
-        self._record_trial(row, [])
+    def _fail_trial(self, engine: EngineConfig, trial: Trial, *, kind: str, reason: str,
+                    status: str = "failed") -> None:
+        row = failed_trial_row(keys=self.keys, trial=trial, settings=engine.settings, kind=kind, reason=reason,
+                               attempts=self.attempts.get(trial.trial_id, 1))
+        self._record_trial(dataclasses.replace(row, status=status), [], trial=trial)
 
-    def _fail_engine(self, group: _Group, *, kind: str, reason: str, **columns) -> None:
-        """A failed start is a result: one failed engine row, and each of its trials failed with the reason."""
-        self._write_engine(self._engine_record(group, status="failed", failure_kind=kind, failure_reason=reason,
+    def _fail_engine(self, lane: _Lane, engine: EngineConfig, *, kind: str, reason: str, **columns) -> None:
+        """A failed start is a result: one failed engine row, and each of its trials left failed with the reason."""
+        self._write_engine(self._engine_record(engine, status="failed", failure_kind=kind, failure_reason=reason,
                                                started_at=time.time(), **columns))
-        while group.trials:
-            self._fail_trial(group, group.trials.popleft(), kind=f"engine_start:{kind}", reason=reason)
+        for trial in list(lane.trials):
+            self._fail_trial(engine, trial, kind=f"engine_start:{kind}", reason=reason)
+        lane.trials.clear()
+        for step in lane.steps:  # its later rounds cannot run either
+            if step.engine_id == engine.engine_id:
+                for trial in step.trials:
+                    self._fail_trial(engine, trial, kind=f"engine_start:{kind}", reason=reason)
+        lane.steps = collections.deque(st for st in lane.steps if st.engine_id != engine.engine_id)
 
-    def _on_start(self, group: _Group, result) -> bool:
-        log_file = self._save_log(group)
-        if result.ok:
-            record = self._engine_record(group, status="ok", log_file=log_file, started_at=time.time(),
-                                         device_kind=self.settings.device, **{
-                                             k: v for k, v in result.columns.items() if k != "device_kind"})
-            self._write_engine(record)
-            return self._next_trial(group)
-        self._fail_engine(group, kind=result.failure_kind, reason=result.failure_reason, log_file=log_file,
-                          failure_numbers_json=json.dumps(result.failure_numbers))
+    # ---- race --------------------------------------------------------------------------------
+    def _add_sample(self, record, requests) -> None:
+        race = _race_module()
+        value = race.trial_sample(record, requests)
+        if value is None:
+            return
+        from runner.measurement.workloads import workload_class
+
+        metric = workload_class(record.workload).deciding
+        self.samples.append(race.RaceSample(
+            engine_id=record.engine_id, arm=self._arm(record.engine_id), workload=record.workload,
+            point=f"{record.workload_params_json} c={record.concurrency}", round=int(record.round),
+            value=float(value), higher_is_better=bool(getattr(metric, "higher_is_better", True))))
+
+    def _arm(self, engine_id: str) -> str:
+        if not hasattr(self, "_arms"):
+            try:
+                from runner.plan.labels import engine_labels
+
+                labels = engine_labels([e.settings for e in self.plan.engines], apis=[e.api for e in self.plan.engines])
+                self._arms = {e.engine_id: label for e, label in zip(self.plan.engines, labels)}
+            except Exception:  # labels are another module's; the engine id always names the arm
+                self._arms = {}
+        return self._arms.get(engine_id, engine_id)
+
+    def _race_after_round(self, finished_round: int) -> None:
+        if not self.settings.race or not self.samples:
+            return
+        race = _race_module()
+        found = race.race_eliminations(self.samples, tie_band=self.settings.race_tie_band,
+                                       seed=self.settings.order_seed)
+        for key, reason in found.items():
+            self.eliminated.setdefault(tuple(key), f"{reason} (round {finished_round})")
+
+    # ---- deadline ----------------------------------------------------------------------------
+    def _left_s(self) -> Optional[float]:
+        if self.settings.deadline_s is None:
+            return None
+        return self.settings.deadline_s - (time.monotonic() - self.t0)
+
+    def _check_deadline(self, *, what: str, estimate_s: Optional[float]) -> None:
+        left = self._left_s()
+        if left is None or estimate_s is None or estimate_s <= left:
+            return
+        todo = sum(len(st.trials) for lane in self.lanes for st in lane.steps) + \
+            sum(len(lane.trials) for lane in self.lanes) + (1 if what.startswith("trial") else 0)
+        raise DeadlineReached(left=todo, reason=f"{what} would take ~{estimate_s:.0f} s, {max(left, 0):.0f} s left "
+                                                f"before execution.deadline_s={self.settings.deadline_s:g}")
+
+    # ---- lane steps --------------------------------------------------------------------------
+    def _begin_step(self, lane: _Lane) -> bool:
+        """Takes the lane's next (round, engine) step; returns False when the lane is done."""
+        while lane.steps:
+            step = lane.steps.popleft()
+            if step.round != lane.round:
+                if lane.round >= 0:
+                    self._race_after_round(lane.round)
+                lane.round = step.round
+            engine = self.plan.engine(step.engine_id)
+            trials = collections.deque()
+            for trial in step.trials:
+                reason = self.eliminated.get((trial.engine_id, trial.workload))
+                if reason is not None:
+                    self._fail_trial(engine, trial, kind="race_eliminated", reason=reason, status="skipped")
+                else:
+                    trials.append(trial)
+            if not trials:
+                continue
+            lane.step, lane.trials = step, trials
+            self._enter_engine(lane, engine)
+            return True
+        for resident in list(lane.residents.values()):
+            self._evict(lane, resident)
+        if lane.spare is not None:
+            self._kill(lane.spare, graceful=False)
+            lane.spare = None
         return False
 
-    def _on_actor_lost(self, group: _Group, error: str) -> bool:
-        """The actor died (killed, segfault, device error): retry its trial on a fresh actor."""
-        self._stop_actor(group, graceful=False)
-        group.restarts += 1
-        if group.kind == "trial" and group.trial is not None:
-            trial = group.trial
-            if group.attempts.get(trial.trial_id, 1) <= self.settings.max_trial_retries:
-                group.trials.appendleft(trial)
-            else:
-                self._fail_trial(group, trial, kind="actor_died", reason=error[:600])
-        elif group.kind == "start":
-            self._fail_engine(group, kind="actor_died_during_start", reason=error[:600])
-            return False
-        if not group.trials:
-            return False
-        self._new_actor(group)
-        return True
+    def _enter_engine(self, lane: _Lane, engine: EngineConfig) -> None:
+        resident = lane.residents.get(engine.engine_id)
+        if resident is not None:
+            lane.current = resident
+            if resident.asleep:
+                self._call(lane, Phase.WAKE, resident.actor.wake_up.remote(), self.settings.start_timeout_s)
+                return
+            self._next_trial(lane)
+            return
+        # Room first: the engine least soon needed again goes.
+        while len(lane.residents) >= lane.max_resident and lane.residents:
+            self._evict(lane, least_soon_needed(list(lane.residents.values()), lane.steps))
+        self._check_deadline(what=f"loading {engine.engine_id}", estimate_s=self._load_estimate(engine))
+        actor = lane.spare if lane.spare is not None else self._new_actor(lane, engine)
+        lane.spare = None
+        lane.current = _Resident(engine=engine, actor=actor)
+        if not lane.planned:
+            self._call(lane, Phase.PREPARE, actor.prepare.remote(), self.settings.start_timeout_s)
+            return
+        self._start_engine(lane)
 
-    def _handle(self, group: _Group) -> bool:
-        """Consumes the group's finished call; returns whether the group goes on."""
+    def _start_engine(self, lane: _Lane) -> None:
+        engine = lane.current.engine
+        sleepy = self.settings.device == "cuda" and lane.max_resident > 1
+        ref = lane.current.actor.start.remote(engine=engine_for_actor(engine, sleep_mode=sleepy),
+                                              model=dict(self.model_cfg))
+        self._call(lane, Phase.START, ref, self.settings.start_timeout_s)
+
+    def _next_trial(self, lane: _Lane) -> None:
+        if not lane.trials:
+            self._end_step(lane)
+            return
+        trial = lane.trials[0]
+        engine = lane.current.engine
+        self._check_deadline(what=f"trial {trial.trial_id}", estimate_s=self._trial_estimate(engine, trial))
+        lane.trials.popleft()
+        attempt = self.attempts.get(trial.trial_id, 0) + 1
+        self.attempts[trial.trial_id] = attempt
+        lane.trial = trial
+        self._call(lane, Phase.TRIAL, lane.current.actor.run_trial.remote(trial=trial, attempt=attempt),
+                   self.settings.trial_timeout_s)
+        self._start_spare(lane)
+        if self.progress is not None:
+            self.progress.set_postfix_str(f"r{trial.repeat} {engine_label(engine)}", refresh=True)
+
+    def _start_spare(self, lane: _Lane) -> None:
+        """The next engine's process, imports and device context start while this engine runs trials."""
+        if lane.spare is not None:
+            return
+        nxt = next((st for st in lane.steps if st.engine_id != lane.current.engine.engine_id), None)
+        if nxt is None or nxt.engine_id in lane.residents:
+            return
+        if self.settings.device == "cuda" and lane.max_resident <= 1 and not self._resident_mode(lane.current.engine):
+            return  # a whole-GPU (or TP) bundle has no fraction to spare
+        lane.spare = self._new_actor(lane, self.plan.engine(nxt.engine_id))
+        lane.spare.prepare.remote()
+
+    def _end_step(self, lane: _Lane) -> None:
+        current = lane.current
+        lane.current, lane.trial = None, None
+        again = any(st.engine_id == current.engine.engine_id for st in lane.steps)
+        if again and lane.max_resident > 1 and self._host_allows(lane, current):
+            lane.residents[current.engine.engine_id] = current
+            if self.settings.device == "cuda":
+                current.asleep = True
+                lane.current = current
+                self._call(lane, Phase.SLEEP, current.actor.sleep.remote(), self.settings.start_timeout_s)
+                return
+        else:
+            lane.residents.pop(current.engine.engine_id, None)
+            self._save_log(current.engine, current.actor)
+            self._kill(current.actor, graceful=True)
+        lane.phase, lane.ref = Phase.IDLE, None
+
+    def _host_allows(self, lane: _Lane, resident: _Resident) -> bool:
+        """An asleep engine keeps its weights in host RAM: all of them must fit what the node has free."""
+        if self.settings.device != "cuda":
+            return True
+        held = sum(r.weights_gib for r in lane.residents.values() if r is not resident) + resident.weights_gib
+        return held <= HOST_SHARE_FOR_ASLEEP * getattr(self, "_host_gib", float("inf"))
+
+    def _load_estimate(self, engine: EngineConfig) -> Optional[float]:
+        if engine.engine_id in self.loads:
+            return self.loads[engine.engine_id]
+        return statistics.median(self.loads.values()) if self.loads else None
+
+    def _trial_estimate(self, engine: EngineConfig, trial: Trial) -> Optional[float]:
+        return trial_estimate(self.durations, engine_id=engine.engine_id, workload=trial.workload)
+
+    # ---- results of calls --------------------------------------------------------------------
+    def _handle(self, lane: _Lane) -> None:
         import ray
         from ray.exceptions import RayActorError, RayTaskError
 
         try:
-            result = ray.get(group.ref)
+            result = ray.get(lane.ref)
         except (RayActorError, RayTaskError) as exc:
-            if isinstance(exc, RayTaskError) and not isinstance(exc, RayActorError) and group.kind == "trial":
-                self._fail_trial(group, group.trial, kind="trial_error", reason=str(exc)[-600:])
-                return self._next_trial(group)
-            return self._on_actor_lost(group, f"{type(exc).__name__}: {exc}")
-        if group.kind == "start":
-            return self._on_start(group, result)
-        self._record_trial(result.trial, result.requests)
-        return self._next_trial(group)
+            if isinstance(exc, RayTaskError) and not isinstance(exc, RayActorError) and lane.phase == Phase.TRIAL:
+                self._fail_trial(lane.current.engine, lane.trial, kind="trial_error", reason=str(exc)[-600:])
+                self._next_trial(lane)
+                return
+            self._on_actor_lost(lane, f"{type(exc).__name__}: {exc}")
+            return
+        phase = lane.phase
+        if phase == Phase.PREPARE:
+            self._plan_lane(lane, result or {})
+            self._start_engine(lane)
+        elif phase == Phase.START:
+            self._on_start(lane, result)
+        elif phase == Phase.WAKE:
+            lane.current.asleep = False
+            self._next_trial(lane)
+        elif phase == Phase.SLEEP:
+            lane.current, lane.phase, lane.ref = None, Phase.IDLE, None
+        else:
+            self._record_trial(result.trial, result.requests, trial=lane.trial)
+            self._next_trial(lane)
 
-    def _on_timeout(self, group: _Group) -> bool:
-        self._save_log(group)
-        self._stop_actor(group, graceful=False)
-        group.restarts += 1
-        if group.kind == "trial":
-            self._fail_trial(group, group.trial, kind="timeout",
+    def _plan_lane(self, lane: _Lane, report: dict) -> None:
+        s = self.settings
+        engines = [self.plan.engine(i) for i in dict.fromkeys(st.engine_id for st in lane.steps)]
+        engines.append(lane.current.engine)
+        engines = list({e.engine_id: e for e in engines}.values())
+        if not any(self._resident_mode(e) for e in engines):
+            lane.max_resident = 1
+        else:
+            lane.max_resident = plan_residency(
+                device=s.device, budgets=[e.settings.gpu_memory_utilization for e in engines],
+                device_total_gib=report.get("device_total_gib"), host_available_gib=report.get("host_available_gib"),
+                context_gib=report.get("context_gib") or CONTEXT_GIB, cpu_engine_gib=s.cpu_kv_gib + CPU_ENGINE_BASE_GIB,
+            ).max_resident
+        self._host_gib = report.get("host_available_gib") or float("inf")
+        lane.planned = True
+
+    def _on_start(self, lane: _Lane, result) -> None:
+        engine, actor = lane.current.engine, lane.current.actor
+        log_file = self._save_log(engine, actor)
+        if result.ok:
+            columns = {k: v for k, v in result.columns.items() if k != "device_kind"}
+            if columns.get("load_s") is not None:
+                self.loads[engine.engine_id] = float(columns["load_s"])
+            lane.current.weights_gib = float(columns.get("weights_gib") or 0.0)
+            self._write_engine(self._engine_record(engine, status="ok", log_file=log_file, started_at=time.time(),
+                                                   device_kind=self.settings.device, **columns))
+            self._next_trial(lane)
+            return
+        self._fail_engine(lane, engine, kind=result.failure_kind, reason=result.failure_reason, log_file=log_file,
+                          failure_numbers_json=json.dumps(result.failure_numbers))
+        self._kill(actor, graceful=False)
+        lane.current, lane.phase, lane.ref = None, Phase.IDLE, None
+
+    def _on_actor_lost(self, lane: _Lane, error: str) -> None:
+        """The actor died (killed, segfault, device error): its engine reloads on a fresh actor, the trial retries."""
+        current = lane.current
+        engine = current.engine
+        self._kill(current.actor, graceful=False)
+        lane.residents.pop(engine.engine_id, None)
+        self.restarts[engine.engine_id] += 1
+        if lane.phase in (Phase.PREPARE, Phase.START):
+            self._fail_engine(lane, engine, kind="actor_died_during_start", reason=error[:600])
+            lane.current, lane.phase, lane.ref = None, Phase.IDLE, None
+            return
+        if lane.phase == Phase.TRIAL and lane.trial is not None:
+            trial = lane.trial
+            if self.attempts.get(trial.trial_id, 1) <= self.settings.max_trial_retries:
+                lane.trials.appendleft(trial)
+            else:
+                self._fail_trial(engine, trial, kind="actor_died", reason=error[:600])
+        lane.current, lane.trial = None, None
+        if lane.trials:
+            self._enter_engine(lane, engine)
+        else:
+            lane.phase, lane.ref = Phase.IDLE, None
+
+    def _on_timeout(self, lane: _Lane) -> None:
+        current = lane.current
+        self._save_log(current.engine, current.actor)
+        self._kill(current.actor, graceful=False)
+        lane.residents.pop(current.engine.engine_id, None)
+        self.restarts[current.engine.engine_id] += 1
+        if lane.phase == Phase.TRIAL:
+            self._fail_trial(current.engine, lane.trial, kind="timeout",
                              reason=f"trial exceeded execution.trial_timeout_s={self.settings.trial_timeout_s}")
-            if group.trials:
-                self._new_actor(group)
-                return True
-            return False
-        self._fail_engine(group, kind="start_timeout",
+            lane.current, lane.trial = None, None
+            if lane.trials:
+                self._enter_engine(lane, current.engine)
+            else:
+                lane.phase, lane.ref = Phase.IDLE, None
+            return
+        self._fail_engine(lane, current.engine, kind="start_timeout",
                           reason=f"engine did not start within {self.settings.start_timeout_s} s")
-        return False
+        lane.current, lane.phase, lane.ref = None, Phase.IDLE, None
 
     # ---- loop --------------------------------------------------------------------------------
     def run(self, *, skip_trial_ids: set[str]) -> None:
         import ray
 
-        queue = collections.deque(pending_groups(self.plan, skip_trial_ids=skip_trial_ids))
-        capacity = self.settings.device_units or self.settings.max_parallel_engines
+        self.t0 = time.monotonic()
+        self.lanes = self._make_lanes(skip_trial_ids)
         try:
-            while queue or self.active:
-                while queue and self._fits(queue[0], capacity=capacity):
-                    group = queue.popleft()
-                    self._new_actor(group)
-                    self.active.append(group)
-                if not self.active:  # a group larger than the whole cluster: let Ray (and start_timeout_s) say so
-                    group = queue.popleft()
-                    self._new_actor(group)
-                    self.active.append(group)
-                ready, _ = ray.wait([g.ref for g in self.active], num_returns=1, timeout=1.0)
-                for group in list(self.active):
-                    if group.ref in ready:
-                        goes_on = self._handle(group)
-                    elif time.monotonic() > group.deadline:
-                        goes_on = self._on_timeout(group)
-                    else:
-                        continue
-                    if not goes_on:
-                        if group.actor is not None:
-                            self._save_log(group)
-                            self._stop_actor(group)
-                        self.active.remove(group)
+            live = [lane for lane in self.lanes if self._begin_step(lane)]
+            while live:
+                refs = [lane.ref for lane in live if lane.ref is not None]
+                ready, _ = ray.wait(refs, num_returns=1, timeout=1.0) if refs else ([], [])
+                for lane in list(live):
+                    if lane.ref is not None and lane.ref in ready:
+                        self._handle(lane)
+                    elif lane.ref is not None and time.monotonic() > lane.deadline:
+                        self._on_timeout(lane)
+                    if lane.ref is None and not self._begin_step(lane):
+                        live.remove(lane)
         except KeyboardInterrupt:
-            for group in self.active:
-                self._stop_actor(group)
-            self.active.clear()
+            self._abandon()
             raise Interrupted() from None
+        except DeadlineReached:
+            self._abandon()
+            raise
+        finally:
+            self._remove_placement_group()
 
-    def _fits(self, group: _Group, *, capacity: int) -> bool:
-        if len(self.active) >= self.settings.max_parallel_engines:
-            return False
-        used = sum(units_needed(g.engine, device=self.settings.device) for g in self.active)
-        return used + units_needed(group.engine, device=self.settings.device) <= capacity
+    def _abandon(self) -> None:
+        """Stop in seconds: the trial in flight is dropped (it reruns on resume), every engine is killed."""
+        import ray
+
+        with signals_deferred():
+            actors = []
+            for lane in self.lanes:
+                actors += [r.actor for r in lane.residents.values()]
+                if lane.current is not None:
+                    actors.append(lane.current.actor)
+                if lane.spare is not None:
+                    actors.append(lane.spare)
+                lane.residents.clear()
+                lane.current = lane.spare = None
+            actors = list({id(a): a for a in actors}.values())
+            # Engines first (ray.kill alone may orphan an engine core child), all at once and bounded.
+            refs = []
+            for actor in actors:
+                try:
+                    refs.append(actor.shutdown.remote())
+                except Exception:
+                    pass
+            if refs:
+                try:
+                    ray.wait(refs, num_returns=len(refs), timeout=ABANDON_SHUTDOWN_S)
+                except Exception:
+                    pass
+            for actor in actors:
+                try:
+                    ray.kill(actor)
+                except Exception:
+                    pass
+
+    def _make_lanes(self, skip_trial_ids: set[str]) -> list[_Lane]:
+        s = self.settings
+        units = s.device_units or s.max_parallel_engines
+        width = max([units_needed(e, device=s.device) for e in self.plan.engines] or [1])
+        count = max(1, min(units // width if units >= width else 1, s.max_parallel_engines))
+        assignment = assign_lanes(self.plan, lanes=count, device=s.device, skip_trial_ids=skip_trial_ids)
+        lanes = []
+        for i, engine_ids in enumerate(assignment):
+            steps = round_steps(self.plan, engine_ids=engine_ids, skip_trial_ids=skip_trial_ids,
+                                seed=s.order_seed, lane=i)
+            if steps:
+                lanes.append(_Lane(index=i, steps=collections.deque(steps)))
+        if s.device == "cuda" and lanes and width <= units:
+            import ray
+            from ray.util.placement_group import placement_group
+
+            # One bundle per lane: resident engines of a lane share its GPU(s), and no other lane's.
+            self.placement_group = placement_group([{"GPU": width, "CPU": 1} for _ in lanes], strategy="PACK")
+            ray.get(self.placement_group.ready(), timeout=s.start_timeout_s)
+            for lane in lanes:
+                lane.bundle = (self.placement_group, lane.index)
+        return lanes
+
+    def _remove_placement_group(self) -> None:
+        if self.placement_group is None:
+            return
+        try:
+            from ray.util.placement_group import remove_placement_group
+
+            remove_placement_group(self.placement_group)
+        except Exception:
+            pass
+        self.placement_group = None
+
+
+def _race_module():
+    try:
+        from runner.measurement import race
+    except ImportError as exc:
+        raise RuntimeError(f"sweep.race=true needs runner/measurement/race.py ({exc}) (fix: sweep.race=false)") from exc
+    return race
 
 
 # ---- pure helpers (planning, env) --------------------------------------------------------------
@@ -286,11 +618,179 @@ def units_needed(engine: EngineConfig, *, device: str) -> int:
     return max(1, int(engine.settings.tensor_parallel_size)) if device == "cuda" else 1
 
 
-def engine_for_actor(engine: EngineConfig) -> EngineConfig:
-    """TP > 1 inside one actor needs vLLM's multiprocessing executor (Ray's would nest a second cluster)."""
-    if engine.settings.tensor_parallel_size > 1 and "distributed_executor_backend" not in engine.engine_args:
-        return dataclasses.replace(engine, engine_args={**engine.engine_args, "distributed_executor_backend": "mp"})
-    return engine
+def engine_for_actor(engine: EngineConfig, *, sleep_mode: bool = False) -> EngineConfig:
+    """TP > 1 inside one actor needs vLLM's multiprocessing executor (Ray's would nest a second cluster);
+    a resident CUDA engine needs vLLM's sleep mode (its cumem allocator) from the start."""
+    args = dict(engine.engine_args)
+    if engine.settings.tensor_parallel_size > 1 and "distributed_executor_backend" not in args:
+        args["distributed_executor_backend"] = "mp"
+    if sleep_mode:
+        args.setdefault("enable_sleep_mode", True)
+    return engine if args == engine.engine_args else dataclasses.replace(engine, engine_args=args)
+
+
+# ---- residency and rounds (pure) ------------------------------------------------------------------
+# Measured on this 2-core machine (bench/efficiency.py --idle-engine 3, 2026-12-02, shared load): decode tok/s of
+# an engine alone vs beside a loaded idle engine, medians of 6: bs1 406.5 vs 292.4 (0.72), bs4 1325 vs 1652 (1.25).
+# Not shown harmless (bs1 slower in every round), so CPU engines load-run-stop unless execution.resident=on.
+CPU_IDLE_ENGINE_HARMLESS = False
+ASLEEP_HELD_GIB = 1.8  # what a CUDA engine asleep at level 1 still holds (H200, vLLM 0.26, MiMo-7B-shaped)
+CONTEXT_GIB = 0.6      # one more process's CUDA context: the next engine's actor, started ahead
+CPU_ENGINE_BASE_GIB = 1.5  # a CPU engine's process, weights of a small model, runtime (beside its KV)
+HOST_SHARE_FOR_ASLEEP = 0.8  # of the node's available RAM, for the weights asleep engines keep there
+ABANDON_SHUTDOWN_S = 4.0  # on a stop signal: the engines' own shutdown gets this long, then kill
+
+
+@dataclass(frozen=True, kw_only=True)
+class Residency:
+    max_resident: int
+    reason: str
+
+
+def plan_residency(*, device: str, budgets: list[float], device_total_gib: Optional[float],
+                   host_available_gib: Optional[float], asleep_held_gib: float = ASLEEP_HELD_GIB,
+                   context_gib: float = CONTEXT_GIB, cpu_engine_gib: float = 2.5) -> Residency:
+    """How many of one device's engines stay loaded at once (1: load-run-stop).
+
+    CUDA: the awake engine's budget is a share of the WHOLE GPU and vLLM's start-up check counts what other
+    processes hold, so the largest budget + every other resident engine asleep + the next actor's context must
+    fit the GPU. CPU: every resident engine keeps its KV and weights in RAM.
+    """
+    n = len(budgets)
+    if n <= 1:
+        return Residency(max_resident=1, reason="one engine on this device")
+    if device == "cuda":
+        if not device_total_gib:
+            return Residency(max_resident=1, reason="GPU memory unknown")
+        free_for_asleep = device_total_gib * (1.0 - max(budgets)) - context_gib
+        asleep = int(max(0.0, free_for_asleep) // asleep_held_gib)
+        k = min(n, 1 + asleep)
+        return Residency(max_resident=k, reason=(
+            f"budget {max(budgets)} of {device_total_gib:.1f} GiB leaves {free_for_asleep:.1f} GiB for engines "
+            f"asleep ({asleep_held_gib} GiB each): {k} resident"))
+    if host_available_gib is None:
+        return Residency(max_resident=min(n, 2), reason="host memory unknown: 2 resident")
+    k = max(1, min(n, int(HOST_SHARE_FOR_ASLEEP * host_available_gib // cpu_engine_gib)))
+    return Residency(max_resident=k, reason=f"{host_available_gib:.1f} GiB RAM free, {cpu_engine_gib} GiB per engine: "
+                                            f"{k} resident")
+
+
+def lane_share(resident: bool) -> int:
+    """How many actors share one device slot's Ray resources: residents need room beside each other."""
+    return RESIDENT_ACTORS_PER_SLOT if resident else 2  # 2: the engine running + the next one's actor
+
+
+RESIDENT_ACTORS_PER_SLOT = 16
+
+
+def actor_resources(*, device: str, width: int, share: int, cpus_per_engine: float) -> dict:
+    """Ray options of one engine actor. Several actors live on one device slot (resident engines, the next
+    engine started ahead); the scheduler, not Ray, keeps one of them busy at a time."""
+    if device == "cuda":
+        if width > 1:  # Ray has no fraction of several GPUs: a TP group's actors take the whole group
+            return {"num_gpus": width, "num_cpus": 0}
+        return {"num_gpus": round(1.0 / share, 4), "num_cpus": 0}
+    # CPU: the slot's cores are the scheduler's to hand out (VLLM_CPU_OMP_THREADS_BIND); idle residents hold none.
+    return {"num_cpus": 0}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Step:
+    """One engine's trials of one round, in the order they run."""
+
+    round: int
+    engine_id: str
+    trials: tuple
+
+
+def round_steps(plan: Plan, *, engine_ids: list[str], skip_trial_ids: set[str] = frozenset(), seed: int = 0,
+                lane: int = 0) -> list[Step]:
+    """Round r holds repeat r of every engine's trials. Engines rotate from round to round from a seeded
+    start; trials within an engine are shuffled (seeded). Finished trials drop out, so a resume continues
+    the interrupted round."""
+    rounds = sorted({t.repeat for e in engine_ids for t in plan.trials_of(e)})
+    if not engine_ids:
+        return []
+    offset = random.Random(f"{seed}:{lane}:rotation").randrange(len(engine_ids))
+    steps = []
+    for index, r in enumerate(rounds):
+        shift = (offset + index) % len(engine_ids)
+        for engine_id in engine_ids[shift:] + engine_ids[:shift]:
+            todo = [t for t in plan.trials_of(engine_id) if t.repeat == r and t.trial_id not in skip_trial_ids]
+            random.Random(f"{seed}:{engine_id}:{r}").shuffle(todo)
+            if todo:
+                steps.append(Step(round=r, engine_id=engine_id, trials=tuple(todo)))
+    return merge_adjacent(steps)
+
+
+def merge_adjacent(steps: list[Step]) -> list[Step]:
+    """A resume may leave one engine twice in a row (end of one round, start of the next): one visit."""
+    out: list[Step] = []
+    for step in steps:
+        if out and out[-1].engine_id == step.engine_id and out[-1].round == step.round:
+            out[-1] = dataclasses.replace(out[-1], trials=out[-1].trials + step.trials)
+        else:
+            out.append(step)
+    return out
+
+
+def assign_lanes(plan: Plan, *, lanes: int, device: str, skip_trial_ids: set[str] = frozenset()) -> list[list[str]]:
+    """Engines onto device lanes, longest group first onto the least loaded lane (each lane runs its own rounds)."""
+    load = [[0, i, []] for i in range(max(1, lanes))]
+    for group in pending_groups(plan, skip_trial_ids=set(skip_trial_ids)):
+        chosen = min(load, key=lambda s: (s[0], s[1]))
+        chosen[0] += len(group.trials)
+        chosen[2].append(group.engine.engine_id)
+    return [ids for _, _, ids in load]
+
+
+def least_soon_needed(residents: list, steps) -> object:
+    """The resident engine whose next turn is furthest away (never again: first)."""
+    order = [st.engine_id for st in steps]
+
+    def next_turn(resident) -> int:
+        try:
+            return order.index(resident.engine.engine_id)
+        except ValueError:
+            return len(order) + 1
+    return max(residents, key=next_turn)
+
+
+def trial_estimate(durations: dict, *, engine_id: str, workload: str) -> Optional[float]:
+    """A trial's expected duration: the median of this engine's trials of the workload, else of the workload's
+    on any engine; None before any such trial ran (the first one always starts)."""
+    own = durations.get((engine_id, workload))
+    if own:
+        return statistics.median(own)
+    other = [d for (e, w), values in durations.items() if w == workload for d in values]
+    return statistics.median(other) if other else None
+
+
+def next_position(trial_rows: list[dict]) -> int:
+    """Positions continue across resumes: one past the largest on disk."""
+    positions = [r.get("position") for r in trial_rows if r.get("position") is not None]
+    return max(positions) + 1 if positions else 0
+
+
+def describe_rounds(plan: Plan, *, device: str, resident: str, lanes: int) -> list[str]:
+    """The plan's lines about rounds and what switching engines costs."""
+    repeats = len({t.repeat for t in plan.trials})
+    engines = len(plan.engines)
+    if repeats <= 1 or engines <= 1:
+        return [f"rounds: {repeats}; engines load once each"]
+    if resident == "off" or (device == "cpu" and resident != "on" and not CPU_IDLE_ENGINE_HARMLESS):
+        return [f"rounds: {repeats}, engines interleaved; resident engines off: every engine loads once per round "
+                f"({engines * repeats} loads instead of {engines}; execution.resident=auto keeps them loaded)"]
+    how = "asleep at level 1 between turns (sleep mode)" if device == "cuda" else "loaded, idle between turns"
+    return [f"rounds: {repeats}, engines interleaved and rotated per round, trials shuffled "
+            f"(execution.order_seed); engines stay resident where memory allows, {how}; "
+            f"where they do not fit, one load per engine per round"]
+
+
+@dataclass(kw_only=True)
+class _Group:
+    engine: EngineConfig
+    trials: collections.deque
 
 
 def cpu_binding(*, slot: int, cores_per_engine: float, total_cores: int) -> str:
