@@ -13,11 +13,11 @@ from runner.report.arms import POINT_FIELDS
 
 def cost_table(trials: pd.DataFrame, *, gpu_hour_usd: float) -> pd.DataFrame:
     ok = trials[trials.status == "ok"].copy()
-    ok["aggregate"] = pd.to_numeric(ok.decode_tok_s_aggregate, errors="coerce")
+    ok["agg_tok_s"] = pd.to_numeric(ok.decode_tok_s_aggregate, errors="coerce")
     ok["devices"] = pd.to_numeric(ok.tensor_parallel_size, errors="coerce").fillna(1).clip(lower=1)
     rows = []
     for key, group in ok.groupby([*POINT_FIELDS, "arm"], sort=False):
-        aggregate, devices = float(group.aggregate.median()), int(group.devices.iloc[0])
+        aggregate, devices = float(group.agg_tok_s.median()), int(group.devices.iloc[0])
         usd = gpu_hour_usd * devices / (aggregate * 3600.0) * 1e6 if aggregate > 0 else float("nan")
         rows.append({"workload": key[0], "workload_params_json": key[1], "concurrency": key[2], "arm": key[3],
                      "arm_order": group.arm_order.iloc[0], "devices": devices, "aggregate tok/s": aggregate,

@@ -33,7 +33,8 @@ class ReportSettings:
     min_repeats: int = MIN_REPEATS
 
     def slo_text(self) -> str:
-        return ", ".join(f"{k.removesuffix('_ms').replace('_', ' ')} ≤ {v:g} ms" for k, v in self.slo.items())
+        names = {k: k.removesuffix("_ms").split("_") for k in self.slo}
+        return ", ".join(f"{names[k][0].upper()} {' '.join(names[k][1:])} ≤ {v:g} ms" for k, v in self.slo.items())
 
 
 def _number(value, *, name: str, low: float, fix: str) -> float:
