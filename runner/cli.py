@@ -13,7 +13,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from runner.measurement.records import RunKeys
 from runner.plan.grid import Plan, PlanError, build_plan
-from runner.plan.validate import check_overrides, engine_arg_names, validate, validate_run
+from runner.plan.validate import capacity_warnings, check_overrides, engine_arg_spec, validate, validate_run
 from runner.report.settings import ReportSettingsError, parse_settings as parse_report_settings
 
 
@@ -35,6 +35,8 @@ class SweepInputs:
     execution: dict
     # Explicit engine arms (sweep.arms), where a study's arms are not a full product.
     arms: list | None = None
+    # Early elimination (sweep.race), validated with the plan.
+    race: bool = False
 
     @classmethod
     def from_config(cls, cfg: DictConfig) -> "SweepInputs":
@@ -46,26 +48,31 @@ class SweepInputs:
         return cls(sweep_name=c["sweep"]["name"], run=str(c["run"]), model=c["model"], engine=c["engine"],
                    grid=grid, engine_axes=c["sweep"].get("engine_axes") or {},
                    workloads=c.get("workload") or {}, spec_extra=c.get("spec") or {},
-                   repeats=int(c["sweep"].get("repeats", 1)), cluster=c.get("cluster") or {},
+                   repeats=c["sweep"].get("repeats", 1), cluster=c.get("cluster") or {},
                    tracking=c.get("tracking") or {}, execution=c.get("execution") or {},
-                   arms=c["sweep"].get("arms"))
+                   arms=c["sweep"].get("arms"), race=c["sweep"].get("race", False))
 
 
 def _listify(value) -> list:
     return list(value) if isinstance(value, (list, tuple)) else [value]
 
 
-def make_plan(inputs: SweepInputs, *, check_engine_args: bool = True) -> Plan:
+def make_plan(inputs: SweepInputs, *, check_engine_args: bool = True, warn=None) -> Plan:
+    """The validated plan; capacity warnings (trials the engine cannot hold at once) go to `warn`
+    (default: stderr) before anything starts."""
     engine_args = dict(inputs.engine.get("args") or {})
     validate(grid=inputs.grid, model=inputs.model, workloads=inputs.workloads, engine_args=engine_args,
-             engine_axes=inputs.engine_axes, known_engine_args=engine_arg_names() if check_engine_args else None,
-             arms=inputs.arms)
+             engine_axes=inputs.engine_axes, known_engine_args=engine_arg_spec() if check_engine_args else None,
+             arms=inputs.arms, spec_extra=inputs.spec_extra, race=inputs.race)
     validate_run(engine=inputs.engine, cluster=inputs.cluster, execution=inputs.execution, repeats=inputs.repeats,
-                 engine_args=engine_args, engine_axes=inputs.engine_axes, workloads=inputs.workloads)
-    return build_plan(sweep_name=inputs.sweep_name, model=inputs.model["name"], grid=inputs.grid,
-                      workloads=inputs.workloads, engine_args=engine_args, engine_axes=inputs.engine_axes,
+                 engine_args=engine_args, engine_axes=inputs.engine_axes or {}, workloads=inputs.workloads)
+    plan = build_plan(sweep_name=inputs.sweep_name, model=inputs.model["name"], grid=inputs.grid,
+                      workloads=inputs.workloads, engine_args=engine_args, engine_axes=inputs.engine_axes or {},
                       spec_extra=inputs.spec_extra, repeats=inputs.repeats,
                       tensor_parallel_size=int(inputs.engine.get("tensor_parallel_size") or 1), arms=inputs.arms)
+    for line in capacity_warnings(plan, model=inputs.model, engine=inputs.engine):
+        (warn or (lambda text: print(text, file=sys.stderr)))(line)
+    return plan
 
 
 def describe_plan(plan: Plan, *, done: set[str], parallel: int) -> str:

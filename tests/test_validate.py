@@ -48,7 +48,7 @@ MALFORMED = [
     (["engine.args.enforce_eagr=true"], "did you mean 'enforce_eager'", "fix: engine.args.enforce_eager=true"),
     (["execution.trial_timout_s=3"], "unknown config key 'execution.trial_timout_s'", "fix: execution.trial_timeout_s=3"),
     (["+engine.args.not_an_engine_arg=1"], "'not_an_engine_arg' is not a vLLM engine argument", "fix: remove or rename engine.args.not_an_engine_arg"),
-    (["+sweep.engine_axes.kv_cache_dtyp=[auto]"], "'kv_cache_dtyp' is not a vLLM engine argument", "fix: remove or rename sweep.engine_axes.kv_cache_dtyp"),
+    (["+sweep.engine_axes.kv_cache_dtyp=[auto]"], "'kv_cache_dtyp' is not a vLLM engine argument; did you mean 'kv_cache_dtype'", "fix: sweep.engine_axes.kv_cache_dtype="),
     (["+sweep.engine_axes.kv_cache_memory_bytes=[0]"], "kv_cache_memory_bytes=0 must be a positive integer", "fix: sweep.engine_axes.kv_cache_memory_bytes="),
     (["+sweep.grid.batch_size=[1]"], "unknown grid axis 'batch_size'", "fix: remove sweep.grid.batch_size"),
     (["sweep.grid.enable_prefix_caching=[maybe]"], "enable_prefix_caching='maybe' must be true or false", "fix: sweep.grid.enable_prefix_caching="),

@@ -121,31 +121,153 @@ def check_workloads(*, workloads: dict, grid: dict) -> list[str]:
     return errors
 
 
-def engine_arg_names() -> Optional[set[str]]:
-    """vLLM's own engine-argument fields (None where vLLM is not installed on the driver)."""
-    import logging
+def engine_arg_spec():
+    """vLLM's own engine-argument rules for the installed version, from the JSON cache (None: no vLLM here)."""
+    from runner.plan.engine_args import load_spec
 
-    root = logging.getLogger()
-    level = root.level
-    root.setLevel(logging.ERROR)  # vLLM's import-time notices are not the user's business here
-    try:
-        from vllm.engine.arg_utils import AsyncEngineArgs
-    except Exception:
-        return None
-    finally:
-        root.setLevel(level)
-    return {f.name for f in dataclasses.fields(AsyncEngineArgs)}
+    return load_spec()
 
 
-def check_engine_args(*, args: Iterable[str], known: Optional[set[str]], where: str) -> list[str]:
+def _known_names(known) -> Optional[set[str]]:
+    return None if known is None else (set(known) if isinstance(known, (set, frozenset, list)) else known.names)
+
+
+def check_engine_args(*, args: Iterable[str], known, where: str) -> list[str]:
+    """Names vLLM does not know (`known`: an EngineArgSpec or a set of names; None: not checked)."""
+    import difflib
+
+    known = _known_names(known)
     if known is None:
         return []
     errors = []
     for name in args:
         if name not in known:
-            close = sorted(k for k in known if k.startswith(name[:4]))[:5]
-            hint = f"; did you mean {', '.join(close)}?" if close else ""
+            close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.75)
+            if close:
+                errors.append(f"{name!r} is not a vLLM engine argument; did you mean {close[0]!r}? "
+                              f"(fix: {where}.{close[0]}=...)")
+                continue
+            near = sorted(k for k in known if k.startswith(name[:4]))[:5]
+            hint = f"; did you mean {', '.join(near)}?" if near else ""
             errors.append(f"{name!r} is not a vLLM engine argument{hint} (fix: remove or rename {where}.{name})")
+    return errors
+
+
+# Engine arguments the runner sets itself (each a row column or the model's own settings): passed through
+# engine.args or sweep.engine_axes they would make a row's labels differ from what the engine ran.
+RUNNER_OWNED = {
+    "speculative_config": "sweep.grid.spec_method=[mtp] sweep.grid.num_speculative_tokens=[2] "
+                          "(method extras: spec.<method>.<key>)",
+    "model": "model.path=<folder or hub id>, or model=<option>",
+    "tokenizer": "model.tokenizer=<path>",
+    "load_format": "model.load_format=<format>",
+    "max_model_len": "sweep.grid.max_model_len={values}",
+    "gpu_memory_utilization": "sweep.grid.gpu_memory_utilization={values}",
+    "enable_prefix_caching": "sweep.grid.enable_prefix_caching={values}",
+    "tensor_parallel_size": "engine.tensor_parallel_size={value}",
+    # vLLM 0.32's shortcuts into speculative_config.
+    "spec_method": "sweep.grid.spec_method={values}",
+    "spec_tokens": "sweep.grid.num_speculative_tokens={values}",
+    "spec_model": "+spec.<method>.model=<draft model path>",
+}
+# Grid axes that reach vLLM, and the engine argument whose rules their values follow (off and its k=0 are the
+# runner's own, never passed).
+GRID_TO_VLLM = {"enable_prefix_caching": "enable_prefix_caching", "gpu_memory_utilization": "gpu_memory_utilization",
+                "max_model_len": "max_model_len", "spec_method": "spec_method", "num_speculative_tokens": "spec_tokens"}
+
+
+def _yaml_text(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(_yaml_text(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{k}:{_yaml_text(v)}" for k, v in value.items()) + "}"
+    return "null" if value is None else str(value)
+
+
+def check_runner_owned(*, engine_args: dict, engine_axes: dict) -> list[str]:
+    errors = []
+    for where, args, as_list in (("engine.args", engine_args or {}, False),
+                                 ("sweep.engine_axes", engine_axes or {}, True)):
+        for name in args:
+            if name not in RUNNER_OWNED:
+                continue
+            values = _values(args, name) if as_list else [args[name]]
+            fix = RUNNER_OWNED[name].format(values=_yaml_text(values), value=_yaml_text(values[0] if values else 1))
+            errors.append(f"{where}.{name} is set by the runner, not passed through (its rows would say "
+                          f"otherwise than the engine ran) (fix: remove {where}.{name}; use {fix})")
+    return errors
+
+
+def check_spec_extra(*, spec_extra: dict, methods: Iterable[str]) -> list[str]:
+    """spec.<method> holds a method's extras; the method and k are the arm's own, and some methods need a
+    draft model."""
+    errors = []
+    for method, extra in (spec_extra or {}).items():
+        if extra is not None and not isinstance(extra, dict):
+            errors.append(f"spec.{method} must be a dict of speculative_config keys, got {extra!r} "
+                          f"(fix: spec.{method}={{}})")
+            continue
+        for key, fix in (("method", f"the arm's method comes from sweep.grid.spec_method=[{method}]"),
+                         ("num_speculative_tokens", "k comes from sweep.grid.num_speculative_tokens=[1,2]")):
+            if key in (extra or {}):
+                errors.append(f"spec.{method}.{key} is set by the runner per arm (fix: remove spec.{method}.{key}; "
+                              f"{fix})")
+    for method in dict.fromkeys(methods):
+        spec = SPEC_METHODS.get(method)
+        if spec is None:
+            continue
+        extra = (spec_extra or {}).get(method) or {}
+        for need in spec.needs:
+            if not extra.get(need):
+                errors.append(f"speculative method {method!r} needs its draft {need} (spec.{method}.{need}) "
+                              f"(fix: +spec.{method}.{need}=<path to the {method} draft model>)")
+    return errors
+
+
+def check_engine_arg_rules(*, spec, engine_args: dict, engine_axes: dict, grid: dict) -> list[str]:
+    """Every engine-argument value, by vLLM's own rules for the installed version (spec: EngineArgSpec)."""
+    from runner.plan.engine_args import describe_valid, example_value, value_problem
+
+    if spec is None or not hasattr(spec, "rules"):
+        return []
+    errors = []
+    sources = [("engine.args", name, [value], False) for name, value in (engine_args or {}).items()]
+    sources += [("sweep.engine_axes", name, _values(engine_axes, name), True) for name in (engine_axes or {})]
+    sources += [("sweep.grid", axis, [v for v in _values(grid, axis) if v not in ("off", 0)], True)
+                for axis in GRID_TO_VLLM if axis in grid]
+    for where, name, values, as_list in sources:
+        rule = spec.rules.get(GRID_TO_VLLM[name] if where == "sweep.grid" else name)
+        if rule is None or name in RUNNER_OWNED and where != "sweep.grid":
+            continue
+        for v in values:
+            problem = value_problem(rule, v)
+            if problem is None:
+                continue
+            example = example_value(rule)
+            fix = f"{where}.{name}=[{example}]" if as_list else f"{where}.{name}={example}"
+            errors.append(f"{where}.{name}={_yaml_text(v)} {problem} for vLLM {spec.vllm_version}; valid: "
+                          f"{describe_valid(rule)} (fix: {fix})")
+    return errors
+
+
+def check_sweep_keys(*, arms, engine_axes, repeats, race=False) -> list[str]:
+    """The sweep-level keys every sweep accepts (conf/sweep_defaults.yaml), by type."""
+    errors = []
+    if arms is not None and not isinstance(arms, (list, tuple)):
+        errors.append(f"sweep.arms={arms!r} must be a list of engine arms or null "
+                      f"(fix: sweep.arms=[{{spec_method:off}},{{spec_method:mtp,num_speculative_tokens:2}}])")
+    if engine_axes is not None and not isinstance(engine_axes, dict):
+        errors.append(f"sweep.engine_axes={engine_axes!r} must be a dict of engine argument → values "
+                      f"(fix: sweep.engine_axes={{kv_cache_dtype:[auto,fp8]}})")
+    elif engine_axes:
+        for name, values in engine_axes.items():
+            if isinstance(values, dict):
+                errors.append(f"sweep.engine_axes.{name} must be a list of values, got a dict "
+                              f"(fix: sweep.engine_axes={{{name}:[<value>,<value>]}})")
+    if not isinstance(race, bool):
+        errors.append(f"sweep.race={race!r} must be true or false (fix: sweep.race=false)")
     return errors
 
 
@@ -163,9 +285,22 @@ def grid_with_arms(*, grid: dict, arms) -> dict:
 
 
 def validate(*, grid: dict, model: dict, workloads: dict, engine_args: dict, engine_axes: dict,
-             known_engine_args: Optional[set[str]], arms=None) -> None:
+             known_engine_args=None, arms=None, spec_extra: Optional[dict] = None, race=False) -> None:
+    """`known_engine_args`: vLLM's rules (EngineArgSpec from engine_arg_spec()), a set of names, or None."""
+    errors = check_sweep_keys(arms=arms, engine_axes=engine_axes, repeats=None, race=race)
+    if errors:
+        raise PlanError("invalid sweep:\n  - " + "\n  - ".join(errors))
+    engine_axes = engine_axes or {}
     grid = grid_with_arms(grid=grid, arms=arms) if arms else grid
     errors = check_grid(grid) + check_model(model) + check_max_len(grid=grid, model=model)
+    errors += check_runner_owned(engine_args=engine_args, engine_axes=engine_axes)
+    errors += check_spec_extra(spec_extra=spec_extra or {}, methods=_values(grid, "spec_method") or ["off"])
+    flagged = {axis for axis in ENGINE_AXES if any(f"{axis}=" in e for e in errors)}
+    for e in check_engine_arg_rules(spec=known_engine_args, engine_args=engine_args, engine_axes=engine_axes,
+                                    grid=grid):
+        # A grid axis the grid's own (stricter) checks already refused gets one message, not two.
+        if not any(e.startswith(f"sweep.grid.{axis}=") for axis in flagged):
+            errors.append(e)
     errors += check_workloads(workloads=workloads, grid=grid) if workloads else [
         "the sweep names no workload (fix: workload=[decode])"]
     errors += check_engine_args(args=engine_args, known=known_engine_args, where="engine.args")
@@ -393,3 +528,105 @@ def _group_options(config_dir: str, group: str) -> list[str]:
     if not os.path.isdir(folder):
         return []
     return sorted(f[:-5] for f in os.listdir(folder) if f.endswith(".yaml"))
+
+
+# ---- capacity: trials the engine cannot hold at once (warned, still run: a wall to measure) -------------------
+_DTYPE_BYTES = {"float32": 4, "float": 4, "float16": 2, "half": 2, "bfloat16": 2}
+
+
+def model_shape(model: dict) -> Optional[dict]:
+    """The model's config.json as a dict (builtin models from their spec), None where it cannot be read here."""
+    import json
+
+    builtin = model.get("builtin")
+    if builtin in ("tiny_mtp", "mimo_7b"):
+        from runner.models.tiny import TinyModelSpec, model_config
+
+        spec = TinyModelSpec()
+        if builtin == "mimo_7b":
+            from runner.models.mimo7b import MIMO_7B as spec
+        return model_config(spec=spec, eos_token_id=0)
+    path = model.get("path")
+    config = os.path.join(os.path.expanduser(path), "config.json") if path else None
+    if config and os.path.exists(config):
+        try:
+            with open(config) as f:
+                return json.load(f)
+        except (OSError, ValueError):
+            return None
+    return None
+
+
+def kv_bytes_per_token(*, shape: dict, engine_args: dict, spec_method: str) -> Optional[int]:
+    """2 (K and V) × layers × KV heads × head dim × element bytes; MTP layers count when MTP runs."""
+    layers = shape.get("num_hidden_layers")
+    heads = shape.get("num_key_value_heads") or shape.get("num_attention_heads")
+    head_dim = shape.get("head_dim") or (shape["hidden_size"] // shape["num_attention_heads"]
+                                         if shape.get("hidden_size") and shape.get("num_attention_heads") else None)
+    if not (_is_int(layers) and _is_int(heads) and _is_int(head_dim)):
+        return None
+    if spec_method == "mtp":
+        layers += int(shape.get("num_nextn_predict_layers") or 0)
+    kv_dtype = str(engine_args.get("kv_cache_dtype") or "auto")
+    if kv_dtype.startswith("fp8") or kv_dtype.startswith("int8"):
+        size = 1
+    else:
+        dtype = str(engine_args.get("dtype") or "auto")
+        size = _DTYPE_BYTES.get(dtype if dtype != "auto" else str(shape.get("torch_dtype") or "bfloat16"), 2)
+    return 2 * layers * heads * head_dim * size
+
+
+def kv_pool_bytes(*, engine: dict, engine_args: dict) -> Optional[int]:
+    if _is_int(engine_args.get("kv_cache_memory_bytes")):
+        return engine_args["kv_cache_memory_bytes"]
+    if engine.get("device", "cpu") == "cpu" and _is_int(engine.get("cpu_kvcache_space_gib")):
+        return engine["cpu_kvcache_space_gib"] * 2**30
+    return None
+
+
+def capacity_warnings(plan, *, model: dict, engine: dict) -> list[str]:
+    """Trials whose concurrency × sequence length the engine's KV pool cannot hold, or whose concurrency is
+    above max_num_seqs. Estimates from config.json; prefix sharing is not counted (an upper bound)."""
+    import json
+
+    from runner.measurement.workloads import WORKLOADS
+    from runner.plan.labels import plan_labels
+
+    shape = model_shape(model)
+    labels = plan_labels(plan.engines)
+    warnings, seen, unknown = [], set(), []
+    for e in plan.engines:
+        args = json.loads(e.settings.engine_args_json or "{}")
+        per_token = kv_bytes_per_token(shape=shape, engine_args=args, spec_method=e.settings.spec_method) \
+            if shape else None
+        pool = kv_pool_bytes(engine=engine, engine_args=args)
+        max_seqs = args.get("max_num_seqs")
+        for t in plan.trials_of(e.engine_id):
+            key = (e.engine_id, t.workload, t.params_json, t.concurrency)
+            if key in seen:
+                continue
+            seen.add(key)
+            cls = WORKLOADS.get(t.workload)
+            try:
+                seq = min(cls.parse_params(t.params).max_sequence_tokens(), e.settings.max_model_len)
+            except Exception:
+                continue
+            where = f"engine {e.engine_id} ({labels[e.engine_id]}), {t.workload} c={t.concurrency}"
+            if _is_int(max_seqs) and t.concurrency > max_seqs:
+                warnings.append(f"warning: {where}: concurrency {t.concurrency} > max_num_seqs={max_seqs}; at most "
+                                f"{max_seqs} run at once, the rest queue (fix, if not meant: "
+                                f"engine.args.max_num_seqs={t.concurrency} or a lower sweep.grid.concurrency)")
+            need = t.concurrency * seq
+            if pool is None or per_token is None:
+                unknown.append(need)
+                continue
+            tokens = pool // per_token
+            if need > tokens:
+                warnings.append(f"warning: {where}: {t.concurrency} × {seq} tokens = {need} tokens, above the KV "
+                                f"pool's ~{tokens} tokens ({pool / 2**30:.3g} GiB / {per_token} B per token); "
+                                f"the trial runs as a capacity wall (preemption or queueing expected)")
+    if unknown:
+        warnings.append(f"note: KV pool unknown before start for {len(unknown)} trial shape(s) (largest needs "
+                        f"{max(unknown)} tokens); set sweep.engine_axes={{kv_cache_memory_bytes:[<bytes>]}} "
+                        f"to check it before start")
+    return warnings
