@@ -1,0 +1,237 @@
+"""Engine-argument values by vLLM's own rules, runner-owned keys, speculative extras, sweep keys, capacity
+warnings, and the documented override forms: through the same functions the CLI calls (fast: no engine)."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from runner.plan.engine_args import ArgRule, value_problem
+from runner.plan.grid import PlanError
+
+from test_validate import plan_error
+
+ARMS = "sweep.arms=[{spec_method:off},{spec_method:mtp,num_speculative_tokens:2}]"
+
+REFUSED = [
+    # (overrides, what the message must say, the fix it must name)
+    # values, by the installed vLLM's parser types, choices and config bounds
+    (["sweep.engine_axes={kv_cache_dtype:[auto,fp9]}"], "sweep.engine_axes.kv_cache_dtype=fp9 is not one of vLLM's values",
+     "valid: auto, bfloat16"),
+    (["sweep.engine_axes={kv_cache_dtype:[auto,fp9]}"], "sweep.engine_axes.kv_cache_dtype=fp9",
+     "fix: sweep.engine_axes.kv_cache_dtype=[auto]"),
+    (["engine.args.max_num_seqs=0"], "engine.args.max_num_seqs=0 must be ≥ 1", "fix: engine.args.max_num_seqs=1"),
+    (["sweep.engine_axes={max_num_seqs:[8,-1]}"], "sweep.engine_axes.max_num_seqs=-1 must be ≥ 1",
+     "fix: sweep.engine_axes.max_num_seqs=[1]"),
+    (["engine.args.enforce_eager=maybe"], "engine.args.enforce_eager=maybe must be true or false",
+     "fix: engine.args.enforce_eager=true"),
+    (["engine.args.seed=abc"], "engine.args.seed=abc must be an integer", "fix: engine.args.seed=1"),
+    (["+engine.args.dtype=float8"], "engine.args.dtype=float8 is not one of vLLM's values", "fix: engine.args.dtype=auto"),
+    (["+engine.args.block_size=0"], "engine.args.block_size=0 must be > 0", "fix: engine.args.block_size=1"),
+    (["+engine.args.compilation_config=5"], "engine.args.compilation_config=5 must be a dict",
+     "fix: engine.args.compilation_config={key: value}"),
+    (["sweep.engine_axes={kv_cache_dtyp:[auto]}"], "did you mean 'kv_cache_dtype'",
+     "fix: sweep.engine_axes.kv_cache_dtype="),
+    (["sweep.engine_axes={kv_cache_dtype:[]}"], "engine axis 'kv_cache_dtype' has no values",
+     "fix: sweep.engine_axes.kv_cache_dtype=[...]"),
+    # keys the runner owns (issue 12 item 7): the row would say otherwise than the engine ran
+    (["+engine.args.speculative_config={method:mtp,num_speculative_tokens:2}"],
+     "engine.args.speculative_config is set by the runner", "fix: remove engine.args.speculative_config; use sweep.grid.spec_method=[mtp]"),
+    (["sweep.engine_axes={speculative_config:[{method:ngram}]}"], "sweep.engine_axes.speculative_config is set by the runner",
+     "use sweep.grid.spec_method=[mtp]"),
+    (["+engine.args.model=/tmp/other"], "engine.args.model is set by the runner", "use model.path="),
+    (["+engine.args.tokenizer=/tmp/tok"], "engine.args.tokenizer is set by the runner", "use model.tokenizer="),
+    (["+engine.args.load_format=dummy"], "engine.args.load_format is set by the runner", "use model.load_format="),
+    (["+engine.args.max_model_len=4096"], "engine.args.max_model_len is set by the runner",
+     "use sweep.grid.max_model_len=[4096]"),
+    (["+engine.args.gpu_memory_utilization=0.5"], "engine.args.gpu_memory_utilization is set by the runner",
+     "use sweep.grid.gpu_memory_utilization=[0.5]"),
+    (["sweep.engine_axes={enable_prefix_caching:[true,false]}"],
+     "sweep.engine_axes.enable_prefix_caching is set by the runner", "use sweep.grid.enable_prefix_caching=[true,false]"),
+    (["+engine.args.tensor_parallel_size=2"], "engine.args.tensor_parallel_size is set by the runner",
+     "use engine.tensor_parallel_size=2"),
+    (["+engine.args.spec_method=mtp"], "engine.args.spec_method is set by the runner", "use sweep.grid.spec_method=[mtp]"),
+    (["+engine.args.spec_tokens=2"], "engine.args.spec_tokens is set by the runner",
+     "use sweep.grid.num_speculative_tokens=[2]"),
+    (["+spec.mtp.num_speculative_tokens=3"], "spec.mtp.num_speculative_tokens is set by the runner per arm",
+     "fix: remove spec.mtp.num_speculative_tokens"),
+    (["+spec.ngram.method=mtp"], "spec.ngram.method is set by the runner per arm", "fix: remove spec.ngram.method"),
+    # methods whose required inputs are missing
+    (["sweep.grid.spec_method=[off,eagle]"], "speculative method 'eagle' needs its draft model",
+     "fix: +spec.eagle.model=<path to the eagle draft model>"),
+    (["sweep.grid.spec_method=[eagle3]"], "speculative method 'eagle3' needs its draft model", "fix: +spec.eagle3.model="),
+    (["sweep.arms=[{spec_method:draft_model,num_speculative_tokens:2}]"],
+     "speculative method 'draft_model' needs its draft model", "fix: +spec.draft_model.model="),
+    # sweep-level keys, by type
+    (["sweep.arms=5"], "sweep.arms=5 must be a list", "fix: sweep.arms=[{spec_method:off}"),
+    (["sweep.engine_axes=[kv_cache_dtype]"], "must be a dict of engine argument", "fix: sweep.engine_axes={kv_cache_dtype:"),
+    (["sweep.engine_axes={kv_cache_dtype:{a:1}}"], "sweep.engine_axes.kv_cache_dtype must be a list of values",
+     "fix: sweep.engine_axes={kv_cache_dtype:[<value>,<value>]}"),
+    (["sweep.race=maybe"], "sweep.race='maybe' must be true or false", "fix: sweep.race=false"),
+    (["sweep.repeats=abc"], "sweep.repeats='abc' must be an integer ≥ 1", "fix: sweep.repeats=1"),
+    (["sweep.arms=[{spec_method:mtp,kv_cache_dtype:fp8}]"], "names 'kv_cache_dtype', not an engine axis",
+     "fix: remove it from sweep.arms[0]"),
+    (["sweep.engine_axes.kv_cache_dtype=[auto,fp8]"], "unknown config key 'sweep.engine_axes.kv_cache_dtype'",
+     "+sweep.engine_axes.kv_cache_dtype=[auto,fp8]"),
+]
+
+
+@pytest.mark.parametrize("overrides,message,fix", REFUSED, ids=[" ".join(c[0]) for c in REFUSED])
+def test_refused_with_its_fix(overrides, message, fix):
+    error = plan_error(overrides)
+    assert message in error, error
+    assert fix in error, error
+
+
+# The forms the README documents, and the lead's CPU engine test's overrides: all accepted.
+ACCEPTED = [
+    [],
+    ["sweep.engine_axes={kv_cache_dtype:[auto,fp8]}"],
+    ["+sweep.engine_axes.kv_cache_dtype=[auto,fp8]"],
+    [ARMS],
+    ["sweep=mtp_vs_prefix_cache", "sweep.preset=cpu", ARMS],
+    ["sweep=draft_count", "sweep.preset=cpu", "sweep.engine_axes={kv_cache_dtype:[auto,fp8]}"],
+    ["sweep.repeats=2", "sweep.race=true"],
+    ["sweep.grid.concurrency=[1,8,32]"],
+    ["+engine.args.kv_cache_dtype=fp8"],
+    ["engine.args.max_num_seqs=8", "sweep.engine_axes={max_num_batched_tokens:[1K,2048]}"],
+    ["sweep.grid.spec_method=[off,ngram]", "sweep.grid.num_speculative_tokens=[3]"],
+    ["sweep.grid.spec_method=[eagle]", "+spec.eagle.model=/tmp/eagle-draft"],
+]
+
+
+@pytest.mark.parametrize("overrides", ACCEPTED, ids=[" ".join(a) or "default" for a in ACCEPTED])
+def test_documented_forms_are_accepted(overrides):
+    assert plan_error(overrides) == ""
+
+
+def _plan(overrides, warnings=None):
+    from hydra import compose, initialize_config_dir
+
+    from runner.cli import CONF_DIR, SweepInputs, make_plan
+
+    with initialize_config_dir(version_base=None, config_dir=CONF_DIR):
+        cfg = compose(config_name="config", overrides=["tracking=none", *overrides])
+    return make_plan(SweepInputs.from_config(cfg), warn=(warnings.append if warnings is not None else None))
+
+
+def test_engines_that_differ_only_in_an_engine_axis_are_labelled_apart():
+    from runner.cli import describe_plan
+
+    plan = _plan(["sweep.grid.spec_method=[off]", "sweep.engine_axes={kv_cache_dtype:[auto,fp8]}"])
+    text = describe_plan(plan, done=set(), parallel=1)
+    assert "off kv_cache_dtype=auto:" in text and "off kv_cache_dtype=fp8:" in text, text
+
+
+def test_capacity_wall_is_warned_and_still_planned():
+    warnings = []
+    plan = _plan(["sweep.grid.spec_method=[off]", "sweep.grid.concurrency=[100000]"], warnings)
+    assert plan.trials  # a wall to measure: it still runs
+    text = "\n".join(warnings)
+    assert "concurrency 100000 > max_num_seqs=32" in text, text
+    assert "above the KV pool" in text and "capacity wall" in text, text
+
+
+def test_mtp_layers_count_in_the_kv_estimate():
+    from runner.plan.validate import kv_bytes_per_token, model_shape
+
+    shape = model_shape({"builtin": "tiny_mtp"})
+    off = kv_bytes_per_token(shape=shape, engine_args={}, spec_method="off")
+    mtp = kv_bytes_per_token(shape=shape, engine_args={}, spec_method="mtp")
+    fp8 = kv_bytes_per_token(shape=shape, engine_args={"kv_cache_dtype": "fp8"}, spec_method="off")
+    assert (off, mtp, fp8) == (2 * 2 * 1 * 64 * 2, 2 * 3 * 1 * 64 * 2, 2 * 2 * 1 * 64)
+
+
+def test_gpu_pool_is_unknown_before_start_unless_given():
+    warnings = []
+    _plan(["engine=gpu", "sweep.grid.spec_method=[off]"], warnings)
+    assert any("KV pool unknown before start" in w for w in warnings), warnings
+    warnings = []
+    _plan(["engine=gpu", "sweep.grid.spec_method=[off]", "sweep.engine_axes={kv_cache_memory_bytes:[100000]}"],
+          warnings)
+    assert any("above the KV pool" in w for w in warnings), warnings
+
+
+def test_default_plan_warns_nothing():
+    warnings = []
+    _plan([], warnings)
+    assert warnings == []
+
+
+# ---- the value rules themselves (pure) ------------------------------------------------------------------------
+@pytest.mark.parametrize("rule,value,ok", [
+    (ArgRule(kind="int", bounds={"ge": 1}), 1, True),
+    (ArgRule(kind="int", bounds={"ge": 1}), 0, False),
+    (ArgRule(kind="int"), True, False),
+    (ArgRule(kind="int", human=True), "2K", True),
+    (ArgRule(kind="int", human=True), "lots", False),
+    (ArgRule(kind="float", bounds={"gt": 0, "le": 1}), 1, True),
+    (ArgRule(kind="float", bounds={"gt": 0, "le": 1}), 0.0, False),
+    (ArgRule(kind="str", choices=("auto", "fp8")), "fp8", True),
+    (ArgRule(kind="str", choices=("auto", "fp8")), "fp9", False),
+    (ArgRule(kind="str"), None, False),
+    (ArgRule(kind="str", nullable=True), None, True),
+    (ArgRule(kind="json"), {"a": 1}, True),
+    (ArgRule(kind="json"), '{"a": 1}', True),
+    (ArgRule(kind="json"), 3, False),
+    (ArgRule(kind="int", many=True), [1, 2], True),
+    (ArgRule(kind="int", many=True), 1, False),
+])
+def test_value_rule(rule, value, ok):
+    assert (value_problem(rule, value) is None) == ok
+
+
+def test_spec_is_extracted_once_then_read_from_the_cache(tmp_path, monkeypatch):
+    """Cold: one subprocess that imports vLLM; warm: the JSON only (the extractor must not run)."""
+    from runner.plan import engine_args
+
+    monkeypatch.setenv("RUNNER_CACHE_DIR", str(tmp_path))
+    spec = engine_args.load_spec()
+    if spec is None:
+        pytest.skip("vLLM is not installed here")
+    files = list((tmp_path / "engine-args").glob("vllm-*.json"))
+    assert len(files) == 1 and spec.vllm_version in files[0].name
+    rules = json.loads(files[0].read_text())["rules"]
+    assert rules["max_num_seqs"]["kind"] == "int" and rules["max_num_seqs"]["bounds"] == {"ge": 1}
+    assert "fp8" in rules["kv_cache_dtype"]["choices"] and rules["enforce_eager"]["kind"] == "bool"
+    assert not rules["enforce_eager"].get("many")
+
+    def no_extract():
+        raise AssertionError("the cache was not used")
+
+    monkeypatch.setattr(engine_args, "_extract_in_subprocess", no_extract)
+    again = engine_args.load_spec()
+    assert again.rules["kv_cache_dtype"].choices == spec.rules["kv_cache_dtype"].choices
+
+
+def test_grid_values_follow_vllm_rules_too():
+    from runner.plan.engine_args import EngineArgSpec
+    from runner.plan.validate import check_engine_arg_rules
+
+    spec = EngineArgSpec(vllm_version="x", rules={"spec_method": ArgRule(kind="str", choices=("mtp", "ngram")),
+                                                   "spec_tokens": ArgRule(kind="int", bounds={"ge": 1})})
+    errors = check_engine_arg_rules(spec=spec, engine_args={}, engine_axes={},
+                                    grid={"spec_method": ["off", "mtp", "suffix"], "num_speculative_tokens": [2]})
+    assert len(errors) == 1 and "sweep.grid.spec_method=suffix is not one of vLLM's values" in errors[0], errors
+
+
+def test_labels_name_every_difference_and_nothing_shared():
+    from runner.plan.labels import engine_labels, spec_arm_label
+    from runner.schema import EngineSettings
+
+    base = dict(model="m", max_model_len=1024)
+    labels = engine_labels([
+        EngineSettings(**base, engine_args_json='{"kv_cache_dtype": "auto", "seed": 0}'),
+        EngineSettings(**base, engine_args_json='{"kv_cache_dtype": "fp8", "seed": 0}'),
+        EngineSettings(**base, spec_method="mtp", num_speculative_tokens=2, enable_prefix_caching=False,
+                       engine_args_json='{"kv_cache_dtype": "fp8", "seed": 0}'),
+    ])
+    assert labels == ["off pc=on kv_cache_dtype=auto", "off pc=on kv_cache_dtype=fp8",
+                      "mtp:2 pc=off kv_cache_dtype=fp8"]
+    assert len(set(labels)) == 3
+    assert spec_arm_label("ngram", 3) == "ngram:3" and spec_arm_label("off", 0) == "off"
+
+
+def test_make_plan_raises_plan_error_not_a_traceback():
+    with pytest.raises(PlanError):
+        _plan(["sweep.repeats=abc"])
