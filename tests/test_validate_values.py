@@ -38,7 +38,7 @@ REFUSED = [
     (["+engine.args.speculative_config={method:mtp,num_speculative_tokens:2}"],
      "engine.args.speculative_config is set by the runner", "fix: remove engine.args.speculative_config; use sweep.grid.spec_method=[mtp]"),
     (["sweep.engine_axes={speculative_config:[{method:ngram}]}"], "sweep.engine_axes.speculative_config is set by the runner",
-     "use sweep.grid.spec_method=[mtp]"),
+     "use sweep.grid.spec_method=[ngram]"),
     (["+engine.args.model=/tmp/other"], "engine.args.model is set by the runner", "use model.path="),
     (["+engine.args.tokenizer=/tmp/tok"], "engine.args.tokenizer is set by the runner", "use model.tokenizer="),
     (["+engine.args.load_format=dummy"], "engine.args.load_format is set by the runner", "use model.load_format="),
@@ -71,8 +71,11 @@ REFUSED = [
     (["sweep.repeats=abc"], "sweep.repeats='abc' must be an integer ≥ 1", "fix: sweep.repeats=1"),
     (["sweep.arms=[{spec_method:mtp,kv_cache_dtype:fp8}]"], "names 'kv_cache_dtype', not an engine axis",
      "fix: remove it from sweep.arms[0]"),
-    (["sweep.engine_axes.kv_cache_dtype=[auto,fp8]"], "unknown config key 'sweep.engine_axes.kv_cache_dtype'",
-     "+sweep.engine_axes.kv_cache_dtype=[auto,fp8]"),
+    (["sweep.engine_axes.kv_cache_dtype=[auto,fp8]"], "sweep.engine_axes is empty",
+     "fix: sweep.engine_axes={kv_cache_dtype:[auto,fp8]}, or +sweep.engine_axes.kv_cache_dtype=[auto,fp8]"),
+    (["+engine.args.speculative_config={method:ngram,num_speculative_tokens:3,prompt_lookup_max:4}"],
+     "engine.args.speculative_config is set by the runner",
+     "use sweep.grid.spec_method=[ngram] sweep.grid.num_speculative_tokens=[3] ++spec.ngram.prompt_lookup_max=4"),
 ]
 
 

@@ -186,6 +186,19 @@ def _yaml_text(value) -> str:
     return "null" if value is None else str(value)
 
 
+def _spec_config_fix(values: list) -> Optional[str]:
+    """The grid axes (and spec.<method> extras) that give the engine these speculative_configs."""
+    configs = [v for v in values if isinstance(v, dict) and v.get("method")]
+    if not configs:
+        return None
+    methods = list(dict.fromkeys(str(c["method"]) for c in configs))
+    ks = list(dict.fromkeys(c["num_speculative_tokens"] for c in configs if "num_speculative_tokens" in c))
+    fix = f"sweep.grid.spec_method=[{','.join(methods)}]"
+    fix += f" sweep.grid.num_speculative_tokens=[{','.join(map(str, ks))}]" if ks else ""
+    extras = {k: v for c in configs for k, v in c.items() if k not in ("method", "num_speculative_tokens")}
+    return fix + "".join(f" ++spec.{methods[0]}.{k}={_yaml_text(v)}" for k, v in extras.items())
+
+
 def check_runner_owned(*, engine_args: dict, engine_axes: dict) -> list[str]:
     errors = []
     for where, args, as_list in (("engine.args", engine_args or {}, False),
@@ -195,6 +208,8 @@ def check_runner_owned(*, engine_args: dict, engine_axes: dict) -> list[str]:
                 continue
             values = _values(args, name) if as_list else [args[name]]
             fix = RUNNER_OWNED[name].format(values=_yaml_text(values), value=_yaml_text(values[0] if values else 1))
+            if name == "speculative_config":
+                fix = _spec_config_fix(values) or fix
             errors.append(f"{where}.{name} is set by the runner, not passed through (its rows would say "
                           f"otherwise than the engine ran) (fix: remove {where}.{name}; use {fix})")
     return errors
@@ -507,6 +522,12 @@ def _unknown_key_message(key: str, *, override: str, base) -> str:
     parts = key.split(".")
     node, known = base, []
     for i, part in enumerate(parts):
+        if i and (node is None or isinstance(node, DictConfig) and not len(node)) and "=" in override:
+            # An empty (null) dict such as sweep.engine_axes takes a whole dict; Hydra refuses a new key in it.
+            parent, rest = ".".join(parts[:i]), ".".join(parts[i:])
+            value = override.split("=", 1)[1]
+            return (f"{parent} is empty, so {override!r} names a key it does not have "
+                    f"(fix: {parent}={{{rest}:{value}}}, or +{key}={value})")
         if not isinstance(node, DictConfig) or part not in node:
             parent = ".".join(parts[:i])
             valid = sorted(node.keys()) if isinstance(node, DictConfig) else []
