@@ -63,7 +63,8 @@ def recommendation_section(a) -> str:
     for workload, entry in a.recommendation["workloads"].items():
         evidence = entry.get("evidence") or {}
         ratio = evidence.get("ratio_where_won")
-        drafts = "; ".join(f"{d['method']}: {d['k_per_range']} (single k: {d['single_k']})"
+        drafts = "; ".join(f"{d['method']}: {d['k_per_range']}"
+                           + (f" (single k: {d['single_k']})" if d["single_k"] is not None else "")
                            for d in entry.get("draft_count", []))
         rows.append({"workload": workload, "deploy": entry.get("choice") or "no choice",
                      "evidence": (f"won {evidence.get('points_won')}, tied {evidence.get('points_tied_for_first')}"
