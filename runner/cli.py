@@ -236,8 +236,6 @@ def execution_options(execution: dict, *, sweep: dict | None = None) -> dict:
 
 
 def _execute(*, plan: Plan, inputs: SweepInputs, sink, run_dir: Path, done: set[str], todo: int) -> int:
-    import threading
-
     from tqdm import tqdm
 
     from runner.execution.scheduler import DeadlineReached, ExecutionSettings, Interrupted, Scheduler
@@ -250,19 +248,13 @@ def _execute(*, plan: Plan, inputs: SweepInputs, sink, run_dir: Path, done: set[
     except PlanError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    # Ray starts beside the model check; signals arrive as KeyboardInterrupt from here on.
+    # Signals arrive as KeyboardInterrupt from here on. (Ray in a side thread lost its GCS connection.)
     previous = {sig: signal.signal(sig, _raise_interrupt) for sig in (signal.SIGTERM, signal.SIGINT)}
-    ray_box: dict = {}
-    ray_thread = threading.Thread(target=_start_ray_into, args=(ray_box, inputs.cluster, device), daemon=True)
-    ray_thread.start()
     progress = tracker = None
     try:
         if not inputs.cluster.get("address"):
             _prepare_builtin_model(inputs.model)
-        ray_thread.join()
-        if "error" in ray_box:
-            raise ray_box["error"]
-        capacity = ray_box["capacity"]
+        capacity = start_ray(inputs.cluster, device=device)
         settings = ExecutionSettings(device=device, max_parallel_engines=capacity.max_parallel_engines,
                                      device_units=capacity.device_units,
                                      cpus_per_engine=float(inputs.cluster.get("cpus_per_engine") or 1),
@@ -272,6 +264,10 @@ def _execute(*, plan: Plan, inputs: SweepInputs, sink, run_dir: Path, done: set[
                                      max_trial_retries=int(execution.get("max_trial_retries", 1)),
                                      slo={k: v for k, v in (execution.get("slo") or {}).items() if v is not None},
                                      cpu_kv_gib=float(inputs.engine.get("cpu_kvcache_space_gib") or 1), **options)
+        from runner.execution.scheduler import describe_rounds
+
+        print("\n".join(describe_rounds(plan, device=device, resident=settings.resident,
+                                        lanes=capacity.device_units)), flush=True)
         keys = RunKeys(sweep=plan.sweep, run_id=inputs.run)
         tracker = open_tracker(tracking=inputs.tracking, keys=keys, run_dir=run_dir, plan=plan)
         progress = tqdm(total=todo, desc="trials", unit="trial", dynamic_ncols=True)
@@ -313,13 +309,6 @@ def _sweep_section(run_dir: Path) -> dict:
 def _skipped_ids(sink) -> set[str]:
     """Race-eliminated trials are done: a resume does not run them (nor does retry_failed)."""
     return {r["trial_id"] for r in getattr(sink, "rows", {}).get("trials", []) if r.get("status") == "skipped"}
-
-
-def _start_ray_into(box: dict, cluster: dict, device: str) -> None:
-    try:
-        box["capacity"] = start_ray(cluster, device=device)
-    except BaseException as exc:  # re-raised in the main thread
-        box["error"] = exc
 
 
 def _raise_interrupt(signum, frame):
