@@ -255,6 +255,8 @@ def _execute(*, plan: Plan, inputs: SweepInputs, sink, run_dir: Path, done: set[
         if not inputs.cluster.get("address"):
             _prepare_builtin_model(inputs.model)
         capacity = start_ray(inputs.cluster, device=device)
+        for sig in previous:  # again: ray.init installs its own SIGTERM handler (which aborted the process)
+            signal.signal(sig, _raise_interrupt)
         settings = ExecutionSettings(device=device, max_parallel_engines=capacity.max_parallel_engines,
                                      device_units=capacity.device_units,
                                      cpus_per_engine=float(inputs.cluster.get("cpus_per_engine") or 1),

@@ -97,6 +97,15 @@ class _Lane:
     round: int = -1
 
 
+@dataclass(kw_only=True)
+class _Dying:
+    engine: EngineConfig
+    actor: object
+    log_ref: object
+    shutdown_ref: object
+    deadline: float
+
+
 class Scheduler:
     def __init__(self, *, plan: Plan, model_cfg: dict, keys: RunKeys, sink, settings: ExecutionSettings,
                  log_dir: Path, on_trial: Callable | None = None, on_engine: Callable | None = None,
@@ -120,6 +129,8 @@ class Scheduler:
         self.position = next_position(getattr(sink, "rows", {}).get("trials", []))
         self.t0 = time.monotonic()
         self.placement_group = None
+        self.dying: list[_Dying] = []
+        self.logged: dict[str, dict] = {}  # engine_id -> {actor: its log}
 
     # ---- actors -------------------------------------------------------------------------------
     def _new_actor(self, lane: _Lane, engine: EngineConfig):
@@ -159,10 +170,15 @@ class Scheduler:
             text = ray.get(actor.read_log.remote(), timeout=10)
         except Exception:
             return None
+        return self._write_log(engine, actor, text)
+
+    def _write_log(self, engine: EngineConfig, actor, text: str) -> str:
+        """One log per engine: each of its actors' whole output (a reload's after the first's), rewritten."""
         self.log_dir.mkdir(parents=True, exist_ok=True)
         path = self.log_dir / f"{engine.engine_id}.log"
-        with open(path, "a" if self.restarts[engine.engine_id] else "w") as f:
-            f.write(text)
+        texts = self.logged.setdefault(engine.engine_id, {})
+        texts[id(actor)] = text
+        path.write_text("".join(texts.values()))
         return str(path)
 
     def _kill(self, actor, *, graceful: bool) -> None:
@@ -184,8 +200,35 @@ class Scheduler:
     def _evict(self, lane: _Lane, resident: _Resident, *, graceful: bool = True) -> None:
         lane.residents.pop(resident.engine.engine_id, None)
         if graceful:
-            self._save_log(resident.engine, resident.actor)
-        self._kill(resident.actor, graceful=graceful)
+            self._retire(resident.engine, resident.actor)
+        else:
+            self._kill(resident.actor, graceful=False)
+
+    def _retire(self, engine: EngineConfig, actor) -> None:
+        """Teardown off the critical path: the log and a graceful shutdown are asked for now, the actor is
+        killed once they answer or shutdown_timeout_s passes (`_reap`), while the next engine gets going."""
+        log_ref = actor.read_log.remote()
+        self.dying.append(_Dying(engine=engine, actor=actor, log_ref=log_ref, shutdown_ref=actor.shutdown.remote(),
+                                 deadline=time.monotonic() + self.settings.shutdown_timeout_s))
+
+    def _reap(self, *, wait: bool = False) -> None:
+        import ray
+
+        while self.dying:
+            for dying in list(self.dying):
+                done, _ = ray.wait([dying.shutdown_ref], timeout=0)
+                if not done and time.monotonic() < dying.deadline:
+                    continue
+                self.dying.remove(dying)
+                try:
+                    text = ray.get(dying.log_ref, timeout=1)
+                    self._write_log(dying.engine, dying.actor, text)
+                except Exception:
+                    pass
+                self._kill(dying.actor, graceful=False)
+            if not wait or not self.dying:
+                return
+            time.sleep(0.1)
 
     def _call(self, lane: _Lane, phase: Phase, ref, timeout_s: float) -> None:
         lane.phase, lane.ref = phase, ref
@@ -382,8 +425,7 @@ class Scheduler:
                 return
         else:
             lane.residents.pop(current.engine.engine_id, None)
-            self._save_log(current.engine, current.actor)
-            self._kill(current.actor, graceful=True)
+            self._retire(current.engine, current.actor)
         lane.phase, lane.ref = Phase.IDLE, None
 
     def _host_allows(self, lane: _Lane, resident: _Resident) -> bool:
@@ -523,6 +565,8 @@ class Scheduler:
                         self._on_timeout(lane)
                     if lane.ref is None and not self._begin_step(lane):
                         live.remove(lane)
+                self._reap()
+            self._reap(wait=True)
         except KeyboardInterrupt:
             self._abandon()
             raise Interrupted() from None
@@ -546,6 +590,8 @@ class Scheduler:
                     actors.append(lane.spare)
                 lane.residents.clear()
                 lane.current = lane.spare = None
+            actors += [d.actor for d in self.dying]
+            self.dying.clear()
             actors = list({id(a): a for a in actors}.values())
             # Engines first (ray.kill alone may orphan an engine core child), all at once and bounded.
             refs = []
