@@ -267,7 +267,7 @@ def check_engine_arg_rules(*, spec, engine_args: dict, engine_axes: dict, grid: 
     return errors
 
 
-def check_sweep_keys(*, arms, engine_axes, repeats, race=False) -> list[str]:
+def check_sweep_keys(*, arms, engine_axes, race=False) -> list[str]:
     """The sweep-level keys every sweep accepts (conf/sweep_defaults.yaml), by type."""
     errors = []
     if arms is not None and not isinstance(arms, (list, tuple)):
@@ -302,7 +302,7 @@ def grid_with_arms(*, grid: dict, arms) -> dict:
 def validate(*, grid: dict, model: dict, workloads: dict, engine_args: dict, engine_axes: dict,
              known_engine_args=None, arms=None, spec_extra: Optional[dict] = None, race=False) -> None:
     """`known_engine_args`: vLLM's rules (EngineArgSpec from engine_arg_spec()), a set of names, or None."""
-    errors = check_sweep_keys(arms=arms, engine_axes=engine_axes, repeats=None, race=race)
+    errors = check_sweep_keys(arms=arms, engine_axes=engine_axes, race=race)
     if errors:
         raise PlanError("invalid sweep:\n  - " + "\n  - ".join(errors))
     engine_axes = engine_axes or {}
