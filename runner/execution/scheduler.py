@@ -401,8 +401,10 @@ class Scheduler:
             self.progress.set_postfix_str(f"r{trial.repeat} {engine_label(engine)}", refresh=True)
 
     def _start_spare(self, lane: _Lane) -> None:
-        """The next engine's process, imports and device context start while this engine runs trials."""
-        if lane.spare is not None:
+        """The next engine's process and imports start while this engine runs trials (CUDA). Not on CPU: there
+        the imports would take cores from the trial being measured (on CPU the old engine's teardown overlaps
+        the next load instead)."""
+        if lane.spare is not None or self.settings.device != "cuda":
             return
         nxt = next((st for st in lane.steps if st.engine_id != lane.current.engine.engine_id), None)
         if nxt is None or nxt.engine_id in lane.residents:
