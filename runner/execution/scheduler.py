@@ -382,6 +382,8 @@ class Scheduler:
         ref = lane.current.actor.start.remote(engine=engine_for_actor(engine, sleep_mode=sleepy),
                                               model=dict(self.model_cfg))
         self._call(lane, Phase.START, ref, self.settings.start_timeout_s)
+        if self.settings.device == "cpu":
+            self._start_spare(lane)
 
     def _next_trial(self, lane: _Lane) -> None:
         if not lane.trials:
@@ -396,15 +398,16 @@ class Scheduler:
         lane.trial = trial
         self._call(lane, Phase.TRIAL, lane.current.actor.run_trial.remote(trial=trial, attempt=attempt),
                    self.settings.trial_timeout_s)
-        self._start_spare(lane)
+        if self.settings.device == "cuda":
+            self._start_spare(lane)
         if self.progress is not None:
             self.progress.set_postfix_str(f"r{trial.repeat} {engine_label(engine)}", refresh=True)
 
     def _start_spare(self, lane: _Lane) -> None:
-        """The next engine's process and imports start while this engine runs trials (CUDA). Not on CPU: there
-        the imports would take cores from the trial being measured (on CPU the old engine's teardown overlaps
-        the next load instead)."""
-        if lane.spare is not None or self.settings.device != "cuda":
+        """The next engine's process and imports start ahead: on CUDA while this engine runs trials; on CPU
+        while this engine loads (during trials the imports would take cores from the trial being measured;
+        CPU load_s then includes that contention)."""
+        if lane.spare is not None or lane.current is None:
             return
         nxt = next((st for st in lane.steps if st.engine_id != lane.current.engine.engine_id), None)
         if nxt is None or nxt.engine_id in lane.residents:
