@@ -229,8 +229,17 @@ def execution_options(execution: dict, *, sweep: dict | None = None) -> dict:
     if not isinstance(shutdown, (int, float)) or shutdown <= 0:
         raise PlanError(f"execution.shutdown_timeout_s={shutdown!r} must be seconds > 0 "
                         f"(fix: execution.shutdown_timeout_s=10)")
+    warmup = str(execution.get("warmup", "auto")).lower()
+    if warmup in ("false", "none"):  # YAML reads a bare `off` as false
+        warmup = "off"
+    if warmup not in ("auto", "off"):
+        raise PlanError(f"execution.warmup={execution.get('warmup')!r}: valid: auto, off (fix: execution.warmup=auto)")
+    cap = execution.get("warmup_output_cap", 64)
+    if cap is not None and (not isinstance(cap, int) or isinstance(cap, bool) or cap < 1):
+        raise PlanError(f"execution.warmup_output_cap={cap!r} must be an integer ≥ 1 or null (the trial's own "
+                        f"length) (fix: execution.warmup_output_cap=64)")
     sweep = sweep or {}
-    return {"resident": resident, "deadline_s": None if deadline is None else float(deadline), "order_seed": seed,
+    return {"warmup": warmup, "warmup_output_cap": cap, "resident": resident, "deadline_s": None if deadline is None else float(deadline), "order_seed": seed,
             "shutdown_timeout_s": float(shutdown), "race": bool(sweep.get("race", False)),
             "race_tie_band": float(sweep.get("race_tie_band", 0.02))}
 

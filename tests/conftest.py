@@ -11,11 +11,18 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def one_repeat(overrides) -> list[str]:
+    """The demo runs 3 repeats; tests built on its defaults run one unless they say otherwise."""
+    if any(o.startswith(("sweep=", "sweep.repeats=")) for o in overrides):
+        return list(overrides)
+    return ["sweep.repeats=1", *overrides]
+
+
 def run_cli(*overrides: str, output_root: Path, timeout: int = 1500, env: dict | None = None,
             check: bool = True) -> subprocess.CompletedProcess:
     """Runs `python -m runner` as a user would, with W&B offline inside the test's folder."""
     full_env = {**os.environ, "WANDB_MODE": "offline", "PYTHONUNBUFFERED": "1", **(env or {})}
-    cmd = [sys.executable, "-m", "runner", f"output_root={output_root}", *overrides]
+    cmd = [sys.executable, "-m", "runner", f"output_root={output_root}", *one_repeat(overrides)]
     proc = subprocess.run(cmd, cwd=ROOT, env=full_env, capture_output=True, text=True, timeout=timeout)
     if check and proc.returncode != 0:
         raise AssertionError(f"{' '.join(cmd)} exited {proc.returncode}\n--- stdout\n{proc.stdout[-4000:]}"
@@ -40,7 +47,7 @@ def small_sweep(tmp_path_factory):
 def start_cli(*overrides: str, output_root: Path, env: dict | None = None) -> subprocess.Popen:
     """`python -m runner` in its own session (like a terminal's job), for signals and leftover checks."""
     full_env = {**os.environ, "WANDB_MODE": "offline", "PYTHONUNBUFFERED": "1", **(env or {})}
-    cmd = [sys.executable, "-m", "runner", f"output_root={output_root}", *overrides]
+    cmd = [sys.executable, "-m", "runner", f"output_root={output_root}", *one_repeat(overrides)]
     return subprocess.Popen(cmd, cwd=ROOT, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
 

@@ -39,6 +39,8 @@ class ExecutionSettings:
     start_timeout_s: float = 1800.0
     max_trial_retries: int = 1
     slo: dict = field(default_factory=dict)
+    warmup: str = "auto"  # "auto" | "off": each new trial shape runs once, unmeasured, on each engine
+    warmup_output_cap: Optional[int] = 64
     resident: str = "auto"  # "auto" | "on" (CPU too, memory permitting) | "off"
     deadline_s: Optional[float] = None  # seconds from the scheduler's start
     order_seed: int = 0
@@ -151,7 +153,8 @@ class Scheduler:
             # Every CPU engine would otherwise pin its threads to the same cores.
             env["VLLM_CPU_OMP_THREADS_BIND"] = cpu_binding(slot=lane.index, cores_per_engine=s.cpus_per_engine,
                                                            total_cores=os.cpu_count() or 1)
-        actor = ray.remote(max_restarts=0, **options)(EngineActor).remote(env=env, keys=self.keys, slo=s.slo)
+        actor = ray.remote(max_restarts=0, **options)(EngineActor).remote(
+            env=env, keys=self.keys, slo=s.slo, warmup=s.warmup, warmup_output_cap=s.warmup_output_cap)
         return actor
 
     def _resident_mode(self, engine: EngineConfig) -> bool:
@@ -401,7 +404,7 @@ class Scheduler:
         if self.settings.device == "cuda":
             self._start_spare(lane)
         if self.progress is not None:
-            self.progress.set_postfix_str(f"r{trial.repeat} {engine_label(engine)}", refresh=True)
+            self.progress.set_postfix_str(f"r{trial.repeat} {engine_label(engine, self.plan.engines)}", refresh=True)
 
     def _start_spare(self, lane: _Lane) -> None:
         """The next engine's process and imports start ahead: on CUDA while this engine runs trials; on CPU
