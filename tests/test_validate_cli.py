@@ -31,3 +31,19 @@ def test_engine_value_refused_through_the_cli(tmp_path):
     assert proc.returncode == 2, proc.stderr[-3000:]
     assert "kv_cache_dtype=fp9 is not one of vLLM's values" in proc.stderr
     assert "fix: sweep.engine_axes.kv_cache_dtype=[auto]" in proc.stderr
+
+
+@pytest.mark.engine
+def test_documented_forms_run_on_real_engines(tmp_path):
+    """The README's dict forms for engine axes and explicit arms, together, on real CPU engines."""
+    import pandas as pd
+
+    run_cli("run=real", "sweep.name=forms", "tracking=none", "report=false",
+            "sweep.engine_axes={kv_cache_dtype:[auto,fp8]}",
+            "sweep.arms=[{spec_method:off},{spec_method:mtp,num_speculative_tokens:2}]",
+            "sweep.grid.concurrency=[2]", "sweep.grid.max_model_len=[512]",
+            "workload.decode.input_len=64", "workload.decode.output_len=16", output_root=tmp_path)
+    engines = pd.read_parquet(tmp_path / "forms" / "real" / "engines.parquet")
+    assert len(engines) == 4 and (engines.status == "ok").all()
+    assert sorted(engines.engine_args_json.str.contains('"fp8"')) == [False, False, True, True]
+    assert sorted(engines.spec_method) == ["mtp", "mtp", "off", "off"]
