@@ -68,14 +68,8 @@ def plot_vs_concurrency(points: pd.DataFrame, trials: pd.DataFrame, workload: st
         ax.set_xlim(left=0)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
-    for ax in list(axes.flat)[len(panels):]:
-        ax.set_visible(False)
-    fig.suptitle(f"{workload}: {metric.label} vs concurrency\n(median of repeats; bars: 95% bootstrap interval)", fontsize=10)
-    fig.tight_layout()
-    path = Path(out_dir) / f"{workload}_vs_concurrency.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(fig, axes, used=len(panels), out=Path(out_dir) / f"{workload}_vs_concurrency.png",
+                 title=f"{workload}: {metric.label} vs concurrency\n(median of repeats; bars: 95% bootstrap interval)")
 
 
 def plot_acceptance_per_position(trials: pd.DataFrame, out_dir: Path) -> Path | None:
@@ -168,11 +162,18 @@ def plot_pareto(pareto: pd.DataFrame, workload: str, out_dir: Path, *, params_te
         ax.set_ylim(bottom=0)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
-    for ax in list(axes.flat)[len(panels):]:
+    return _save(fig, axes, used=len(panels), out=Path(out_dir) / f"{workload}_pareto.png",
+                 title=f"{workload}: per-session speed against throughput per device (medians of repeats)")
+
+
+def _save(fig, axes, *, used: int, out: Path, title: str) -> Path:
+    """Hides the grid's unused panels, titles the figure and writes it."""
+    import matplotlib.pyplot as plt
+
+    for ax in list(axes.flat)[used:]:
         ax.set_visible(False)
-    fig.suptitle(f"{workload}: per-session speed against throughput per device (medians of repeats)", fontsize=10)
+    fig.suptitle(title, fontsize=10)
     fig.tight_layout()
-    path = Path(out_dir) / f"{workload}_pareto.png"
-    fig.savefig(path, dpi=110)
+    fig.savefig(out, dpi=110)
     plt.close(fig)
-    return path
+    return out
