@@ -423,6 +423,11 @@ class Scheduler:
     def _end_step(self, lane: _Lane) -> None:
         current = lane.current
         lane.current, lane.trial = None, None
+        if lane.steps and lane.steps[0].engine_id == current.engine.engine_id:
+            # Its own next turn comes next (one engine per lane, or a rotation that repeats it): it stays as it is.
+            lane.residents[current.engine.engine_id] = current
+            lane.phase, lane.ref = Phase.IDLE, None
+            return
         again = any(st.engine_id == current.engine.engine_id for st in lane.steps)
         if again and lane.max_resident > 1 and self._host_allows(lane, current):
             lane.residents[current.engine.engine_id] = current
