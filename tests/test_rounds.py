@@ -1,7 +1,6 @@
 """Pure scheduling logic of issue 13: residency plan from memory numbers, round order, deadline estimates."""
 from __future__ import annotations
 
-import pytest
 
 from runner.execution.scheduler import (CPU_IDLE_ENGINE_HARMLESS, actor_resources, assign_lanes, engine_for_actor,
                                         least_soon_needed, next_position, plan_residency, round_steps,

@@ -25,7 +25,6 @@ from runner.measurement.workloads.base import TrialContext, WholeRun
 from runner.plan.grid import EngineConfig, Trial
 
 KV_SAMPLE_EVERY_S = 0.2
-WARMUP_MODES = ("auto", "off")
 # A warm-up keeps the trial's prompt lengths, turns and concurrency (what first-use costs depend on) but
 # decodes at most this many tokens: longer decodes of the same batch compile nothing new.
 WARMUP_OUTPUT_CAP = 64

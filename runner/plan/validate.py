@@ -1,7 +1,6 @@
 """Check the whole plan before any engine starts. Each message names the override that fixes it."""
 from __future__ import annotations
 
-import dataclasses
 import os
 from typing import Iterable, Optional
 
@@ -520,7 +519,7 @@ def _unknown_key_message(key: str, *, override: str, base) -> str:
     from omegaconf import DictConfig
 
     parts = key.split(".")
-    node, known = base, []
+    node = base
     for i, part in enumerate(parts):
         if i and (node is None or isinstance(node, DictConfig) and not len(node)) and "=" in override:
             # An empty (null) dict such as sweep.engine_axes takes a whole dict; Hydra refuses a new key in it.
