@@ -284,7 +284,7 @@ def _execute(*, plan: Plan, inputs: SweepInputs, sink, run_dir: Path, done: set[
         progress = tqdm(total=todo, desc="trials", unit="trial", dynamic_ncols=True)
         scheduler = Scheduler(plan=plan, model_cfg=inputs.model, keys=keys, sink=sink, settings=settings,
                               log_dir=run_dir / "logs", on_trial=tracker.log_trial, on_engine=tracker.log_engine,
-                              progress=progress)
+                              progress=progress, launched_at=process_started_at())
         scheduler.run(skip_trial_ids=done | _skipped_ids(sink))
     except (Interrupted, KeyboardInterrupt):
         _ignore_signals()
@@ -306,6 +306,19 @@ def _execute(*, plan: Plan, inputs: SweepInputs, sink, run_dir: Path, done: set[
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     return 0
+
+
+def process_started_at() -> float:
+    """When this command's process started (epoch seconds): the timeline's `launch` span starts there."""
+    try:
+        import psutil
+
+        return psutil.Process().create_time()
+    except Exception:
+        return _IMPORTED_AT
+
+
+_IMPORTED_AT = time.time()
 
 
 def _sweep_section(run_dir: Path) -> dict:

@@ -165,10 +165,35 @@ class RequestRecord:
     error: Optional[str] = None
 
 
+@dataclass(kw_only=True)
+class PhaseRecord:
+    """One span of a device lane's time, as the driver saw it: the sweep's timeline.
+
+    `launch` (lane -1) runs from the command's process start to the first engine actor; on a lane, `prepare`
+    (process, imports, device context), `start` (the engine loads; vLLM's own init is the engine's `load_s`),
+    `wake`, `trial` (warm-up included: the trial's `warmup_s`), `sleep`. Time on a lane outside every span is
+    the runner's: results written, teardown, the next call issued.
+    """
+
+    sweep: str
+    run_id: str
+    lane: int
+    phase: str  # a runner.execution.scheduler.Phase value, or "launch"
+    engine_id: Optional[str] = None
+    trial_id: Optional[str] = None
+    round: Optional[int] = None
+    started_at: float = 0.0  # epoch seconds
+    duration_s: float = 0.0
+    ok: bool = True
+    # On a `start` span: vLLM's own init inside it (the engine's load_s of this load).
+    load_s: Optional[float] = None
+
+
 TABLES: dict[str, type] = {
     "engines": EngineRecord,
     "trials": TrialRecord,
     "requests": RequestRecord,
+    "phases": PhaseRecord,
 }
 
 

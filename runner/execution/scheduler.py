@@ -23,7 +23,7 @@ from typing import Callable, Optional
 from runner.execution.failures import FAULTS_ENV
 from runner.measurement.records import RunKeys, failed_trial_row
 from runner.plan.grid import EngineConfig, Plan, Trial
-from runner.schema import EngineRecord
+from runner.schema import EngineRecord, PhaseRecord
 
 
 @dataclass(kw_only=True)
@@ -96,6 +96,7 @@ class _Lane:
     trial: Optional[Trial] = None
     deadline: float = 0.0
     started: float = 0.0
+    started_epoch: float = 0.0
     round: int = -1
 
 
@@ -111,8 +112,10 @@ class _Dying:
 class Scheduler:
     def __init__(self, *, plan: Plan, model_cfg: dict, keys: RunKeys, sink, settings: ExecutionSettings,
                  log_dir: Path, on_trial: Callable | None = None, on_engine: Callable | None = None,
-                 progress=None):
+                 progress=None, launched_at: Optional[float] = None):
         self.plan = plan
+        # The command's process start (epoch): the timeline's first span ends when the first actor call goes out.
+        self.launched_at = launched_at
         self.model_cfg = model_cfg
         self.keys = keys
         self.sink = sink
@@ -234,9 +237,32 @@ class Scheduler:
             time.sleep(0.1)
 
     def _call(self, lane: _Lane, phase: Phase, ref, timeout_s: float) -> None:
+        if self.launched_at is not None:
+            self._write_phase(lane=-1, phase="launch", engine_id=None, started_at=self.launched_at,
+                              duration_s=time.time() - self.launched_at)
+            self.launched_at = None
         lane.phase, lane.ref = phase, ref
         lane.started = time.monotonic()
+        lane.started_epoch = time.time()
         lane.deadline = lane.started + timeout_s
+
+    def _end_phase(self, lane: _Lane, *, ok: bool, load_s: Optional[float] = None) -> None:
+        """The lane's call in flight has ended: its span goes on the timeline."""
+        if lane.ref is None or lane.phase == Phase.IDLE:
+            return
+        trial = lane.trial if lane.phase == Phase.TRIAL else None
+        engine = lane.current.engine.engine_id if lane.current is not None else None
+        self._write_phase(lane=lane.index, phase=lane.phase.value, engine_id=engine,
+                          trial_id=trial.trial_id if trial else None, round=lane.round,
+                          started_at=lane.started_epoch, duration_s=time.monotonic() - lane.started, ok=ok,
+                          load_s=load_s)
+
+    def _write_phase(self, **columns) -> None:
+        write = getattr(self.sink, "write_phase", None)
+        if write is None:
+            return
+        with signals_deferred():
+            write(PhaseRecord(sweep=self.keys.sweep, run_id=self.keys.run_id, **columns))
 
     # ---- results -----------------------------------------------------------------------------
     def _engine_record(self, engine: EngineConfig, **columns) -> EngineRecord:
@@ -464,12 +490,16 @@ class Scheduler:
         try:
             result = ray.get(lane.ref)
         except (RayActorError, RayTaskError) as exc:
+            self._end_phase(lane, ok=False)
             if isinstance(exc, RayTaskError) and not isinstance(exc, RayActorError) and lane.phase == Phase.TRIAL:
                 self._fail_trial(lane.current.engine, lane.trial, kind="trial_error", reason=str(exc)[-600:])
                 self._next_trial(lane)
                 return
             self._on_actor_lost(lane, f"{type(exc).__name__}: {exc}")
             return
+        columns = getattr(result, "columns", None) or {}
+        self._end_phase(lane, ok=bool(getattr(result, "ok", True)),
+                        load_s=columns.get("load_s") if lane.phase == Phase.START else None)
         phase = lane.phase
         if phase == Phase.PREPARE:
             self._plan_lane(lane, result or {})
@@ -513,9 +543,18 @@ class Scheduler:
                                                    device_kind=self.settings.device, **columns))
             self._next_trial(lane)
             return
+        self._kill(actor, graceful=False)
+        others = [r for r in lane.residents.values() if r.engine.engine_id != engine.engine_id]
+        if result.failure_kind in MEMORY_FAILURES and others:
+            # The residency plan was too generous: resident engines took the room this one needed. One fewer
+            # stays from now on, and this engine loads again; its failure is the plan's, not the engine's.
+            self._evict(lane, least_soon_needed(others, lane.steps), graceful=False)
+            lane.max_resident = max(1, len(lane.residents) + 1)
+            lane.current = _Resident(engine=engine, actor=self._new_actor(lane, engine))
+            self._start_engine(lane)
+            return
         self._fail_engine(lane, engine, kind=result.failure_kind, reason=result.failure_reason, log_file=log_file,
                           failure_numbers_json=json.dumps(result.failure_numbers))
-        self._kill(actor, graceful=False)
         lane.current, lane.phase, lane.ref = None, Phase.IDLE, None
 
     def _on_actor_lost(self, lane: _Lane, error: str) -> None:
@@ -542,6 +581,7 @@ class Scheduler:
             lane.phase, lane.ref = Phase.IDLE, None
 
     def _on_timeout(self, lane: _Lane) -> None:
+        self._end_phase(lane, ok=False)
         current = lane.current
         self._save_log(current.engine, current.actor)
         self._kill(current.actor, graceful=False)
@@ -697,7 +737,9 @@ ASLEEP_HELD_GIB = 1.8  # what a CUDA engine asleep at level 1 still holds (H200,
 CONTEXT_GIB = 0.6      # one more process's CUDA context: the next engine's actor, started ahead
 CPU_ENGINE_BASE_GIB = 1.5  # a CPU engine's process, weights of a small model, runtime (beside its KV)
 HOST_SHARE_FOR_ASLEEP = 0.8  # of the node's available RAM, for the weights asleep engines keep there
-ABANDON_SHUTDOWN_S = 4.0  # on a stop signal: the engines' own shutdown gets this long, then kill
+ABANDON_SHUTDOWN_S = 4.0
+# Start-up failures that resident engines may have caused (they hold device memory): retried with one fewer.
+MEMORY_FAILURES = ("not_enough_free_memory_for_budget", "out_of_memory_while_loading", "no_kv_cache_memory")  # on a stop signal: the engines' own shutdown gets this long, then kill
 
 
 @dataclass(frozen=True, kw_only=True)

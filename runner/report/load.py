@@ -1,4 +1,4 @@
-"""Read one or more results folders into three DataFrames, tagged with their source folder."""
+"""Read one or more results folders into DataFrames (engines, trials, requests, phases), tagged with their source folder."""
 from __future__ import annotations
 
 import json
@@ -24,6 +24,8 @@ class Results:
     # Each folder's persisted config.yaml ({} where there is none), in the same order.
     configs: list[dict] = field(default_factory=list)
     run_dirs: list[Path] = field(default_factory=list)
+    # The driver's timeline (phases.parquet; empty for runs from before it existed).
+    phases: pd.DataFrame = field(default_factory=pd.DataFrame)
 
 
 def source_labels(run_dirs: list[Path]) -> list[str]:
@@ -68,7 +70,7 @@ def load_results(run_dirs: list[Path]) -> Results:
     if missing:
         raise FileNotFoundError(f"no results (trials.parquet / engines.parquet) in: {', '.join(missing)}")
     labels = source_labels(run_dirs)
-    frames: dict[str, list[pd.DataFrame]] = {"engines": [], "trials": [], "requests": []}
+    frames: dict[str, list[pd.DataFrame]] = {"engines": [], "trials": [], "requests": [], "phases": []}
     for run_dir, label in zip(run_dirs, labels):
         for table in frames:
             columns = REQUEST_COLUMNS if table == "requests" else None
@@ -82,4 +84,4 @@ def load_results(run_dirs: list[Path]) -> Results:
         trials["workload_params_json"] = [json.dumps(json.loads(p or "{}"), sort_keys=True)
                                           for p in trials.workload_params_json]
     return Results(engines=out["engines"], trials=trials, requests=out["requests"], sources=labels,
-                   configs=[read_config(d) for d in run_dirs], run_dirs=run_dirs)
+                   configs=[read_config(d) for d in run_dirs], run_dirs=run_dirs, phases=out["phases"])

@@ -98,3 +98,26 @@ def degenerate_section(a) -> str:
     return section("Degenerate outputs", "These arms' outputs repeat a few tokens (median over trials of the "
                    "distinct token ids / output tokens, per request, < 25%): their speculative acceptance does not "
                    "represent real text.", md_table(d))
+
+
+def device_time_section(a) -> str:
+    """Per folder: where its wall time went (runner.report.timeline)."""
+    from runner.report.timeline import device_time
+
+    r = a.results
+    phases = getattr(r, "phases", None)
+    if phases is None or not len(phases):
+        return ""
+    parts = []
+    for source in r.sources:
+        split = device_time(phases[phases.source == source], r.engines[r.engines.source == source],
+                            r.trials[r.trials.source == source])
+        if split is not None:
+            parts += [f"**{source}**", md_table(pd.DataFrame(split.rows()))]
+    if not parts:
+        return ""
+    return section("Where the device time went",
+                   "From the driver's timeline (phases.parquet); across resumes the wall adds up each command's "
+                   "own span, breaks between commands excluded. A switch is the "
+                   "gap between two engines' trials on one device with no load in it; a load's runner overhead is "
+                   "that gap less vLLM's own init (load_s).", *parts)

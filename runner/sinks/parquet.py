@@ -1,4 +1,4 @@
-"""The Parquet record of a run: engines, trials, requests; atomic, resumable.
+"""The Parquet record of a run: engines, trials, requests, the timeline's phases; atomic, resumable.
 
 Each write replaces a whole file through a rename, so a reader never sees a
 partial file and a crash loses at most the trial in flight.
@@ -59,6 +59,10 @@ class ParquetSink:
     def write_engine(self, record) -> None:
         self._replace("engines", "engine_id", [dataclasses.asdict(record)])
         write_atomic(rows=self.rows["engines"], table="engines", path=table_path(self.run_dir, "engines"))
+
+    def write_phase(self, record) -> None:
+        self.rows["phases"].append(dataclasses.asdict(record))
+        write_atomic(rows=self.rows["phases"], table="phases", path=table_path(self.run_dir, "phases"))
 
     def write_trial(self, record, requests: list) -> None:
         """Requests first, then the trial row: a trial id in trials.parquet means its requests are on disk."""

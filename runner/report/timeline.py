@@ -1,0 +1,140 @@
+"""Where the device time went, from the persisted timeline (phases.parquet): vLLM's own init, trials, warm-ups,
+switches between resident engines, and the runner's own time.
+
+Per lane (one device), spans are sorted in time. A *switch* is the gap from one engine's last trial to the next
+engine's first trial on the same lane with no load between them (sleep + wake + the runner's calls). A *load
+gap* is the same gap when the next engine loaded in it; its *runner overhead* is that gap less vLLM's own init
+(the engine's `load_s`): process start, imports, results written, teardown, calls issued.
+"""
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+
+@dataclass(kw_only=True)
+class DeviceTime:
+    wall_s: float
+    launch_s: float  # command start → first engine actor call
+    loads: int
+    vllm_init_s: float  # Σ engines' load_s over the loads
+    start_calls_s: float  # Σ start spans (vLLM's init + the actor's own work around it)
+    prepare_s: float  # Σ prepare spans on the critical path (an actor started ahead is not on it)
+    trials_s: float  # Σ trial spans, warm-ups included
+    warmup_s: float
+    wake_s: float
+    sleep_s: float
+    switches_s: list[float] = field(default_factory=list)
+    load_gap_overhead_s: list[float] = field(default_factory=list)
+    idle_s: float = 0.0  # on the lanes outside every span, after launch
+
+    @property
+    def runner_s(self) -> float:
+        """Everything that is neither vLLM's init nor a trial: the runner's share of the wall."""
+        return self.wall_s - self.vllm_init_s - self.trials_s
+
+    def rows(self) -> list[dict]:
+        def median(values: list[float]) -> str:
+            return f"{statistics.median(values):.2f} s (n={len(values)}, {min(values):.2f}–{max(values):.2f})" \
+                if values else "–"
+        share = (lambda x: f"{x / self.wall_s:.0%}") if self.wall_s else (lambda x: "–")
+        return [
+            {"what": "wall (each command's start → its last span's end)", "seconds": f"{self.wall_s:.1f}", "share": "100%"},
+            {"what": "command start → first engine call", "seconds": f"{self.launch_s:.1f}",
+             "share": share(self.launch_s)},
+            {"what": f"vLLM's own engine init ({self.loads} loads)", "seconds": f"{self.vllm_init_s:.1f}",
+             "share": share(self.vllm_init_s)},
+            {"what": "trials (of which warm-ups)", "seconds": f"{self.trials_s:.1f} ({self.warmup_s:.1f})",
+             "share": share(self.trials_s)},
+            {"what": "sleep + wake (resident engines)", "seconds": f"{self.sleep_s:.1f} + {self.wake_s:.1f}",
+             "share": share(self.sleep_s + self.wake_s)},
+            {"what": "runner's own time (wall − init − trials)", "seconds": f"{self.runner_s:.1f}",
+             "share": share(self.runner_s)},
+            {"what": "device idle outside every span (after launch)", "seconds": f"{self.idle_s:.1f}",
+             "share": share(self.idle_s)},
+            {"what": "switch between resident engines, median", "seconds": median(self.switches_s), "share": ""},
+            {"what": "runner overhead per load (gap − vLLM's init), median", "seconds":
+             median(self.load_gap_overhead_s), "share": ""},
+        ]
+
+
+def _union(intervals: list[tuple[float, float]]) -> float:
+    total, end = 0.0, float("-inf")
+    for a, b in sorted(intervals):
+        if b > end:
+            total += b - max(a, end)
+            end = b
+    return total
+
+
+def device_time(phases: pd.DataFrame, engines: pd.DataFrame, trials: pd.DataFrame) -> DeviceTime | None:
+    """The split of one run's wall time; None without a timeline (runs from before phases.parquet)."""
+    if phases is None or not len(phases):
+        return None
+    p = phases.assign(ended_at=phases.started_at + phases.duration_s).sort_values("started_at")
+    launch = p[p.phase == "launch"]
+    lanes = p[p.lane >= 0]
+    if not len(lanes):
+        return None
+    wall = _wall(p, launch)
+    load_s = {r.engine_id: float(r.load_s) for r in engines.itertuples()
+              if getattr(r, "load_s", None) is not None and r.load_s == r.load_s}
+    starts = lanes[lanes.phase == "start"]
+    vllm_init = sum(_load_of(r, load_s) for r in starts.itertuples())
+    warmups = trials.warmup_s.dropna().astype(float).sum() if "warmup_s" in trials else 0.0
+    switches, overheads = _gaps(lanes, load_s)
+    idle = wall - float(launch.duration_s.sum()) - _union(list(zip(lanes.started_at, lanes.ended_at)))
+    return DeviceTime(
+        wall_s=wall, launch_s=float(launch.duration_s.sum()) if len(launch) else 0.0, loads=len(starts),
+        vllm_init_s=vllm_init, start_calls_s=float(starts.duration_s.sum()),
+        prepare_s=float(lanes[lanes.phase == "prepare"].duration_s.sum()),
+        trials_s=float(lanes[lanes.phase == "trial"].duration_s.sum()), warmup_s=float(warmups),
+        wake_s=float(lanes[lanes.phase == "wake"].duration_s.sum()),
+        sleep_s=float(lanes[lanes.phase == "sleep"].duration_s.sum()),
+        switches_s=switches, load_gap_overhead_s=overheads, idle_s=idle)
+
+
+def _load_of(span, load_s: dict) -> float:
+    """vLLM's init inside one start span: its own figure, else (older timelines) the engine's last load_s."""
+    own = getattr(span, "load_s", None)
+    if own is not None and own == own:
+        return float(own)
+    return load_s.get(span.engine_id, 0.0)
+
+
+def _wall(p: pd.DataFrame, launch: pd.DataFrame) -> float:
+    """Σ over commands (a resume is a new command) of its start → its last span's end: breaks between
+    commands are not the sweep's time."""
+    starts = sorted(float(t) for t in launch.started_at) or [float(p.started_at.min())]
+    total = 0.0
+    for i, begin in enumerate(starts):
+        end = starts[i + 1] if i + 1 < len(starts) else float("inf")
+        inside = p[(p.started_at >= begin) & (p.started_at < end)]
+        total += float(inside.ended_at.max()) - begin if len(inside) else 0.0
+    return total
+
+
+def _gaps(lanes: pd.DataFrame, load_s: dict) -> tuple[list[float], list[float]]:
+    """Per lane: engine-to-engine gaps between trials, split by whether a load happened in the gap."""
+    switches, overheads = [], []
+    for _, lane in lanes.groupby("lane"):
+        last_trial = None  # (engine_id, ended_at)
+        loaded: str | None = None
+        init = 0.0
+        lane_start = float(lane.started_at.min())
+        for r in lane.itertuples():
+            if r.phase == "start":
+                loaded, init = r.engine_id, _load_of(r, load_s)
+            elif r.phase == "trial":
+                if last_trial is None and loaded == r.engine_id:  # the lane's first engine: from its first call
+                    overheads.append(float(r.started_at) - lane_start - init)
+                elif last_trial is not None and last_trial[0] != r.engine_id:
+                    gap = float(r.started_at) - last_trial[1]
+                    if loaded == r.engine_id:
+                        overheads.append(gap - init)
+                    else:
+                        switches.append(gap)
+                last_trial, loaded = (r.engine_id, float(r.ended_at)), None
+    return switches, overheads
