@@ -110,12 +110,15 @@ def runner_cmd(*, output_root: Path, sweep: str, run: str, overrides: list[str])
 
 
 def read_run(run_dir: Path) -> dict:
+    """A run's engines, trials and requests (compacted files, parts or an older run's files; last write wins)."""
     import pandas as pd
+
+    sys.path.insert(0, str(ROOT))
+    from runner.sinks.parquet import has_table, read_frame
 
     out = {}
     for name in ("engines", "trials", "requests"):
-        path = run_dir / f"{name}.parquet"
-        out[name] = pd.read_parquet(path) if path.exists() else pd.DataFrame()
+        out[name] = read_frame(Path(run_dir), name) if has_table(Path(run_dir), name) else pd.DataFrame()
     return out
 
 

@@ -300,12 +300,25 @@ def _execute(*, plan: Plan, inputs: SweepInputs, sink, run_dir: Path, done: set[
         _ignore_signals()
         if progress is not None:
             progress.close()
+        _compact(sink)  # before the W&B export, which ships the tables' files
         if tracker is not None:
             tracker.finish()
         _shutdown_ray()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     return 0
+
+
+def _compact(sink) -> None:
+    """Each table's parts folded into one file; the parts stay readable as they are if this fails."""
+    compact = getattr(sink, "compact", None)
+    if compact is None:
+        return
+    try:
+        compact()
+    except (Exception, KeyboardInterrupt) as exc:  # the results are on disk as parts: never fail the sweep
+        print(f"warning: compacting the results failed ({type(exc).__name__}: {exc}); they stay readable as "
+              f"parts in {getattr(sink, 'run_dir', '')}", file=sys.stderr)
 
 
 def process_started_at() -> float:

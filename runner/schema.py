@@ -230,8 +230,3 @@ def _hint_text(hint) -> str:
 
 def column_names(record_type: type) -> list[str]:
     return [f.name for f in dataclasses.fields(record_type)]
-
-
-def engine_settings_of(record) -> EngineSettings:
-    names = column_names(EngineSettings)
-    return EngineSettings(**{n: getattr(record, n) for n in names})

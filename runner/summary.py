@@ -28,11 +28,12 @@ def summary_frame(trials):
 def print_summary(*, run_dir: Path, trial_ids: set[str] | None = None) -> None:
     import pandas as pd
 
-    path = Path(run_dir) / "trials.parquet"
-    if not path.exists():
+    from runner.sinks.parquet import has_table, read_frame
+
+    if not has_table(Path(run_dir), "trials"):
         print("no trials recorded")
         return
-    trials = pd.read_parquet(path)
+    trials = read_frame(Path(run_dir), "trials")
     if trial_ids is not None:
         trials = trials[trials.trial_id.isin(trial_ids)]
     with pd.option_context("display.width", 200, "display.max_columns", 30, "display.max_rows", 500,

@@ -15,8 +15,9 @@ import tempfile
 import time
 from pathlib import Path
 
-import pandas as pd
 import pytest
+
+from runner.sinks.parquet import read_frame
 
 from conftest import ROOT, run_cli, session_processes
 
@@ -77,8 +78,8 @@ def cluster_sweep(ray_head, tmp_path_factory):
 
 def test_sweep_runs_on_the_joined_cluster(cluster_sweep):
     run_dir, _ = cluster_sweep
-    engines = pd.read_parquet(run_dir / "engines.parquet")
-    trials = pd.read_parquet(run_dir / "trials.parquet")
+    engines = read_frame(run_dir, "engines")
+    trials = read_frame(run_dir, "trials")
     assert (engines.status == "ok").all() and len(engines) == 1
     assert (trials.status == "ok").all() and sorted(trials.concurrency) == [1, 2]
     assert engines.hostname.iloc[0] == socket.gethostname()
@@ -93,7 +94,11 @@ def test_joining_is_quiet(cluster_sweep):
 
 def test_the_driver_alone_wrote_files_and_left_the_cluster_running(cluster_sweep, ray_head):
     run_dir, _ = cluster_sweep
-    assert {p.name for p in run_dir.glob("*.parquet")} == {"engines.parquet", "trials.parquet", "requests.parquet"}
+    # Compacted at the end: one file per table, no parts folder left.
+    names = {p.name for p in run_dir.glob("*.parquet")}
+    assert {"engines.parquet", "trials.parquet", "requests.parquet"} <= names <= \
+        {"engines.parquet", "trials.parquet", "requests.parquet", "phases.parquet"}
+    assert not any((run_dir / table).exists() for table in ("engines", "trials", "requests", "phases"))
     host, port = ray_head.split(":")
     with socket.socket() as s:  # the driver disconnected; the head it joined is still up
         assert s.connect_ex((host, int(port))) == 0

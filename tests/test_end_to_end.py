@@ -1,13 +1,14 @@
 """A real sweep: vLLM's CPU build inside Ray actors, checked through its Parquet files."""
-import pandas as pd
 import pytest
+
+from runner.sinks.parquet import read_frame
 
 pytestmark = pytest.mark.engine
 
 
 def test_engines_table_has_capacity(small_sweep):
     run_dir, _ = small_sweep
-    engines = pd.read_parquet(run_dir / "engines.parquet")
+    engines = read_frame(run_dir, "engines")
     assert len(engines) == 2
     assert (engines.status == "ok").all()
     assert (engines.kv_capacity_tokens > 0).all()
@@ -17,7 +18,7 @@ def test_engines_table_has_capacity(small_sweep):
 
 def test_mtp_arm_has_drafts_and_acceptance_and_off_has_none(small_sweep):
     run_dir, _ = small_sweep
-    trials = pd.read_parquet(run_dir / "trials.parquet")
+    trials = read_frame(run_dir, "trials")
     assert len(trials) == 4 and (trials.status == "ok").all()
     mtp = trials[trials.spec_method == "mtp"]
     off = trials[trials.spec_method == "off"]
@@ -31,9 +32,9 @@ def test_mtp_arm_has_drafts_and_acceptance_and_off_has_none(small_sweep):
 
 def test_requests_carry_their_own_acceptance_where_vllm_gives_it(small_sweep):
     run_dir, _ = small_sweep
-    engines = pd.read_parquet(run_dir / "engines.parquet").set_index("spec_method")
-    requests = pd.read_parquet(run_dir / "requests.parquet")
-    trials = pd.read_parquet(run_dir / "trials.parquet")
+    engines = read_frame(run_dir, "engines").set_index("spec_method")
+    requests = read_frame(run_dir, "requests")
+    trials = read_frame(run_dir, "trials")
     requests = requests.merge(trials[["trial_id", "spec_method"]], on="trial_id")
     assert engines.loc["mtp", "per_request_spec_metrics"] == "summary"  # vLLM 0.32 (the CPU build)
     assert engines.loc["off", "per_request_spec_metrics"].startswith("none")
@@ -47,8 +48,8 @@ def test_requests_carry_their_own_acceptance_where_vllm_gives_it(small_sweep):
 
 def test_requests_have_timings(small_sweep):
     run_dir, _ = small_sweep
-    requests = pd.read_parquet(run_dir / "requests.parquet")
-    trials = pd.read_parquet(run_dir / "trials.parquet")
+    requests = read_frame(run_dir, "requests")
+    trials = read_frame(run_dir, "trials")
     assert len(requests) == int(trials.concurrency.sum())
     assert (requests.ttft_s > 0).all()
     assert (requests.output_tokens == 24).all()

@@ -16,8 +16,9 @@ import time
 from pathlib import Path
 
 import pandas as pd
-import pyarrow.parquet as pq
 import pytest
+
+from runner.sinks.parquet import has_table, read_frame
 
 from conftest import ROOT, run_cli, session_processes, start_cli
 
@@ -66,9 +67,9 @@ def faulty(tmp_path_factory):
     left = wait_until_gone(proc.pid)
     assert proc.returncode == 0, stderr[-4000:]
     run_dir = out / "faulty" / "f"
-    return {"run_dir": run_dir, "engines": pd.read_parquet(run_dir / "engines.parquet"),
-            "trials": pd.read_parquet(run_dir / "trials.parquet"),
-            "requests": pd.read_parquet(run_dir / "requests.parquet"), "stdout": stdout, "left": left}
+    return {"run_dir": run_dir, "engines": read_frame(run_dir, "engines"),
+            "trials": read_frame(run_dir, "trials"),
+            "requests": read_frame(run_dir, "requests"), "stdout": stdout, "left": left}
 
 
 def _trial(trials: pd.DataFrame, *, max_model_len: int, concurrency: int) -> pd.Series:
@@ -141,8 +142,8 @@ def interrupted(tmp_path_factory):
     deadline = time.monotonic() + 900
     seen, since = -1, time.monotonic()
     while time.monotonic() < deadline and proc.poll() is None:
-        if (run_dir / "engines.parquet").exists():
-            rows = pq.read_table(run_dir / "trials.parquet").num_rows if (run_dir / "trials.parquet").exists() else 0
+        if has_table(run_dir, "engines"):
+            rows = len(read_frame(run_dir, "trials", ["trial_id"])) if has_table(run_dir, "trials") else 0
             if rows != seen:
                 seen, since = rows, time.monotonic()
             elif time.monotonic() - since > 3:
@@ -151,15 +152,14 @@ def interrupted(tmp_path_factory):
     os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
     stdout, stderr = proc.communicate(timeout=300)
     left = wait_until_gone(proc.pid)
-    path = run_dir / "trials.parquet"
-    before = pd.read_parquet(path) if path.exists() else pd.DataFrame({"trial_id": [], "concurrency": [],
-                                                                       "started_at": [], "status": []})
+    before = read_frame(run_dir, "trials") if has_table(run_dir, "trials") else \
+        pd.DataFrame({"trial_id": [], "concurrency": [], "started_at": [], "status": []})
     resumed = run_cli(*RESUME, output_root=out)
-    after = pd.read_parquet(run_dir / "trials.parquet")
+    after = read_frame(run_dir, "trials")
     again = run_cli(*RESUME, output_root=out)
     return {"code": proc.returncode, "stderr": stderr, "left": left, "before": before, "after": after,
-            "resumed": resumed, "again": again, "final": pd.read_parquet(run_dir / "trials.parquet"),
-            "requests": pd.read_parquet(run_dir / "requests.parquet")}
+            "resumed": resumed, "again": again, "final": read_frame(run_dir, "trials"),
+            "requests": read_frame(run_dir, "requests")}
 
 
 @pytest.mark.engine
@@ -218,8 +218,8 @@ def test_a_crash_mid_write_loses_at_most_the_trial_in_flight(tmp_path):
         proc.kill()
         acknowledged += [line.strip() for line in proc.stdout.read().splitlines()]
         proc.wait()
-        trials = pq.read_table(tmp_path / "trials.parquet").to_pandas()
-        requests = pq.read_table(tmp_path / "requests.parquet").to_pandas()
+        trials = read_frame(tmp_path, "trials")
+        requests = read_frame(tmp_path, "requests")
         on_disk = set(trials.trial_id)
         assert set(acknowledged) <= on_disk
         assert len(on_disk - set(acknowledged)) <= 1  # the one in flight, written but not yet acknowledged

@@ -15,6 +15,8 @@ import time
 import pandas as pd
 import pytest
 
+from runner.sinks.parquet import has_table, read_frame
+
 from conftest import run_cli, start_cli
 from test_faults import wait_until_gone
 
@@ -40,8 +42,8 @@ def rounds(tmp_path_factory):
     victim = next(t for t, c, r in ids if c == 1 and r == 1)  # one engine's round-1 trial: its actor dies once
     proc = run_cli(*ROUNDS, output_root=out, env={"RUNNER_FAULTS": json.dumps([{"fault": "kill", "trial_id": victim}])})
     run_dir = out / "rounds" / "r"
-    return {"trials": pd.read_parquet(run_dir / "trials.parquet"), "engines": pd.read_parquet(run_dir / "engines.parquet"),
-            "requests": pd.read_parquet(run_dir / "requests.parquet"), "victim": victim, "proc": proc,
+    return {"trials": read_frame(run_dir, "trials"), "engines": read_frame(run_dir, "engines"),
+            "requests": read_frame(run_dir, "requests"), "victim": victim, "proc": proc,
             "log_dir": run_dir / "logs"}
 
 
@@ -84,18 +86,18 @@ def _stop_and_resume(out, name: str, *, when) -> dict:
     stdout, stderr = proc.communicate(timeout=120)
     exit_s = time.monotonic() - sent
     left = wait_until_gone(proc.pid, timeout_s=30)
-    path = run_dir / "trials.parquet"
-    before = pd.read_parquet(path) if path.exists() else pd.DataFrame(columns=["trial_id", "started_at"])
+    before = read_frame(run_dir, "trials") if has_table(run_dir, "trials") else \
+        pd.DataFrame(columns=["trial_id", "started_at"])
     resumed = run_cli(*args, output_root=out)
     return {"code": proc.returncode, "exit_s": exit_s, "stderr": stderr, "left": left, "before": before,
-            "after": pd.read_parquet(path), "resumed": resumed}
+            "after": read_frame(run_dir, "trials"), "resumed": resumed}
 
 
 @pytest.fixture(scope="module")
 def stop_trial(tmp_path_factory):
     # c=2 hangs (trials are shuffled: 0-2 others finish first); SIGTERM 3 s after the engine is up.
     def when(run_dir):
-        if not (run_dir / "engines.parquet").exists():
+        if not has_table(run_dir, "engines"):
             return False
         time.sleep(3)
         return True

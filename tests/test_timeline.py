@@ -33,7 +33,8 @@ def test_split_switches_and_load_overhead():
     assert split.switches_s == [pytest.approx(2.0)]
     # a: 54 - 3 - 36 = 15 s (prepare included); b: 101.5 - 59 - 38 = 4.5 s
     assert split.load_gap_overhead_s == [pytest.approx(15.0), pytest.approx(4.5)]
-    assert split.runner_s == pytest.approx(113.5 - 74.0 - 15.0)
+    assert split.loads_wall_s == pytest.approx(80.0)
+    assert split.runner_s == pytest.approx(113.5 - 80.0 - 15.0 - 1.5 - 0.7)
     assert any("switch" in r["what"] for r in split.rows())
 
 
@@ -47,3 +48,13 @@ def test_resumed_runs_count_each_command_alone():
 
 def test_no_timeline_no_split():
     assert device_time(pd.DataFrame(), pd.DataFrame(), pd.DataFrame()) is None
+
+
+def test_loads_side_by_side_count_once():
+    phases = _phases([(-1, "launch", None, 0.0, 1.0), (0, "start", "a", 1.0, 50.0), (0, "start", "b", 1.0, 60.0),
+                      (0, "trial", "a", 61.0, 2.0), (0, "trial", "b", 63.0, 2.0)])
+    split = device_time(phases, pd.DataFrame({"engine_id": ["a", "b"], "load_s": [49.0, 59.0]}),
+                        pd.DataFrame({"warmup_s": []}))
+    assert split.loads_wall_s == pytest.approx(60.0) and split.vllm_init_s == pytest.approx(108.0)
+    assert split.switches_s == [pytest.approx(0.0)]
+    assert split.runner_s == pytest.approx(65.0 - 60.0 - 4.0)

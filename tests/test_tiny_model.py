@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from runner.models.tiny import TinyModelSpec, corpus_files, heldout_files, heldout_texts, model_config
+from runner.models.corpus import corpus_files, heldout_files
+from runner.models.tiny import TinyModelSpec, heldout_texts, model_config
 
 
 def _expected_checkpoint_names(spec: TinyModelSpec) -> set[str]:
@@ -27,7 +28,7 @@ def _torch_model(spec: TinyModelSpec):
 def test_checkpoint_names_are_what_vllm_mimo_loaders_read():
     from vllm.model_executor.models.mimo import MiMoForCausalLM
 
-    from runner.models.train import checkpoint_tensors
+    from runner.models.training import checkpoint_tensors
 
     spec = TinyModelSpec()
     tensors = checkpoint_tensors(_torch_model(spec))
@@ -65,7 +66,7 @@ def test_training_is_deterministic_under_a_seed(tmp_path):
     import torch
 
     from runner.models.tiny import build_tiny_model
-    from runner.models.train import TrainRecipe, checkpoint_tensors, train
+    from runner.models.training import TrainRecipe, checkpoint_tensors, train
 
     spec = TinyModelSpec(hidden_size=128, num_attention_heads=2, num_key_value_heads=1, intermediate_size=128,
                          vocab_size=512, corpus_bytes=200_000)

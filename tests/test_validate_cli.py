@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from runner.sinks.parquet import read_frame
+
 from conftest import run_cli
 
 FORMS = [
@@ -36,14 +38,13 @@ def test_engine_value_refused_through_the_cli(tmp_path):
 @pytest.mark.engine
 def test_documented_forms_run_on_real_engines(tmp_path):
     """The README's dict forms for engine axes and explicit arms, together, on real CPU engines."""
-    import pandas as pd
-
+    
     run_cli("run=real", "sweep.name=forms", "tracking=none", "report=false",
             "sweep.engine_axes={kv_cache_dtype:[auto,fp8]}",
             "sweep.arms=[{spec_method:off},{spec_method:mtp,num_speculative_tokens:2}]",
             "sweep.grid.concurrency=[2]", "sweep.grid.max_model_len=[512]",
             "workload.decode.input_len=64", "workload.decode.output_len=16", output_root=tmp_path)
-    engines = pd.read_parquet(tmp_path / "forms" / "real" / "engines.parquet")
+    engines = read_frame(tmp_path / "forms" / "real", "engines")
     assert len(engines) == 4 and (engines.status == "ok").all()
     assert sorted(engines.engine_args_json.str.contains('"fp8"')) == [False, False, True, True]
     assert sorted(engines.spec_method) == ["mtp", "mtp", "off", "off"]

@@ -3,14 +3,15 @@ from __future__ import annotations
 
 import dataclasses
 
-import pandas as pd
 import pytest
 
 from runner.schema import EngineRecord, RequestRecord, TrialRecord
 from runner.sinks import wandb_sink
-from runner.sinks.parquet import ParquetSink
+from runner.sinks.parquet import ParquetSink, read_frame
 from runner.sinks.tracking import NullTracker, open_tracker
-from runner.sinks.wandb_sink import WandbTarget, export_run, offline_runs, trial_config, trial_summary
+from runner.sinks.wandb_sink import WandbTarget, export_run, trial_config, trial_summary
+
+from wandb_reader import offline_runs
 
 
 @pytest.fixture(autouse=True)
@@ -76,7 +77,7 @@ def test_offline_export_writes_one_run_per_trial_plus_the_sweep_run(run_dir):
     runs = {r.job_type + ":" + r.name: r for r in offline_runs(run_dir)}
     assert sorted(runs) == ["decode:decode-mtp:2-c1-r0", "decode:decode-off-c1-r0", "decode:decode-off-c2-r0",
                             "sweep:fx-r1"]
-    trials = pd.read_parquet(run_dir / "trials.parquet").set_index("trial_id")
+    trials = read_frame(run_dir, "trials").set_index("trial_id")
     for run in runs.values():
         assert run.group == "fx/r1"
         if run.job_type == "decode":
@@ -105,7 +106,7 @@ def test_a_second_export_sends_only_what_is_new(run_dir):
 def test_a_wandb_failure_stops_the_export_and_loses_nothing(run_dir, monkeypatch, capsys):
     import wandb
 
-    before = {p.name: p.read_bytes() for p in run_dir.glob("*.parquet")}
+    before = {str(p.relative_to(run_dir)): p.read_bytes() for p in run_dir.rglob("*.parquet")}
     calls = []
 
     def broken_init(**kwargs):
@@ -116,7 +117,7 @@ def test_a_wandb_failure_stops_the_export_and_loses_nothing(run_dir, monkeypatch
     result = export_run(run_dir=run_dir)
     assert result.failed and result.exported == 0 and len(calls) == 1  # no retry per trial
     assert "python -m runner.sinks.wandb_sink" in capsys.readouterr().err
-    assert {p.name: p.read_bytes() for p in run_dir.glob("*.parquet")} == before
+    assert {str(p.relative_to(run_dir)): p.read_bytes() for p in run_dir.rglob("*.parquet")} == before
     monkeypatch.undo()
     assert export_run(run_dir=run_dir).exported == 3  # the next export catches up
 
@@ -134,7 +135,7 @@ def test_real_sweep_is_in_wandb_offline(small_sweep):
     run_dir, proc = small_sweep
     assert "W&B: 4 trial run(s) + 1 sweep run" in proc.stdout
     runs = offline_runs(run_dir)
-    trials = pd.read_parquet(run_dir / "trials.parquet").set_index("trial_id")
+    trials = read_frame(run_dir, "trials").set_index("trial_id")
     by_trial = {r.config["trial_id"]: r for r in runs if r.job_type == "decode"}
     assert set(by_trial) == set(trials.index)
     for trial_id, run in by_trial.items():

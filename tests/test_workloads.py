@@ -5,8 +5,9 @@ decode through the offline API with prompts from a JSONL file.
 """
 import json
 
-import pandas as pd
 import pytest
+
+from runner.sinks.parquet import read_frame
 
 from conftest import run_cli
 
@@ -34,8 +35,8 @@ def sweep(tmp_path_factory):
         output_root=out,
     )
     run_dir = out / "workloads" / "wl"
-    trials = pd.read_parquet(run_dir / "trials.parquet")
-    requests = pd.read_parquet(run_dir / "requests.parquet")
+    trials = read_frame(run_dir, "trials")
+    requests = read_frame(run_dir, "requests")
     requests = requests.merge(trials[["trial_id", "workload", "enable_prefix_caching", "repeat"]], on="trial_id")
     return trials, requests
 
@@ -144,8 +145,8 @@ def test_each_new_shape_is_warmed_up_once_per_engine(sweep):
     trials, _ = sweep
     first = trials[trials.repeat == 0]
     assert (first.warmup_s > 0).all(), first[["workload", "warmup_s"]]
-    # Round 1 runs on a reloaded engine (CPU engines are not resident by default): its shapes are new to it
-    # and warmed again; an engine that stayed loaded would show 0 here (tests/test_order.py checks that).
+    # Round 1 runs on the engine that stayed loaded (CPU engines are resident): its shape is already warm, which the
+    # row says with 0 (a reloaded engine would warm it again; null means warm-up off).
     again = trials[(trials.workload == "fixed_task") & (trials.repeat == 1)]
     assert len(again) == 2 and again.warmup_s.notna().all()
 
@@ -169,8 +170,8 @@ def offline(tmp_path_factory):
         output_root=out,
     )
     run_dir = out / "offline" / "off"
-    return (pd.read_parquet(run_dir / "engines.parquet"), pd.read_parquet(run_dir / "trials.parquet"),
-            pd.read_parquet(run_dir / "requests.parquet"))
+    return (read_frame(run_dir, "engines"), read_frame(run_dir, "trials"),
+            read_frame(run_dir, "requests"))
 
 
 def test_offline_api_runs_a_batch_on_its_own_engine(offline):

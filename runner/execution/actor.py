@@ -14,7 +14,7 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Optional
 
-from runner.execution.engine import EngineHost, ModelSource, host_class
+from runner.execution.engine import EngineHost, host_class
 from runner.execution.failures import fault_point, parse_startup_failure
 from runner.execution.isolation import CounterWindow, GcPauses, ResetFailed, drain, quiet_heap, reset_prefix_cache
 from runner.measurement import counters
@@ -22,6 +22,7 @@ from runner.measurement.metrics import Slo
 from runner.measurement.records import RunKeys, failed_trial_row, request_rows, trial_row
 from runner.measurement.workloads import workload_class
 from runner.measurement.workloads.base import TrialContext, WholeRun
+from runner.models.source import ModelSource, resolve_model_source
 from runner.plan.grid import EngineConfig, Trial
 
 KV_SAMPLE_EVERY_S = 0.2
@@ -69,9 +70,6 @@ class EngineActor:
         os.dup2(fd, 1)
         os.dup2(fd, 2)
         os.close(fd)
-
-    def pid(self) -> int:
-        return os.getpid()
 
     def read_log(self) -> str:
         try:
@@ -153,6 +151,8 @@ class EngineActor:
             return 0.0
         if self.warmup_output_cap and getattr(params, "output_len", 0) > self.warmup_output_cap:
             params = dataclasses.replace(params, output_len=self.warmup_output_cap)
+        if getattr(params, "requests_per_session", 1) > 1:  # one request per session covers the batch's shapes
+            params = dataclasses.replace(params, requests_per_session=1)
         started = time.perf_counter()
         await workload.run(TrialContext(engine=self.host, concurrency=trial.concurrency, repeat=-1 - trial.repeat,
                                         params=params, api=trial.api, window=WholeRun()))
@@ -234,6 +234,4 @@ def _host_available_gib() -> float | None:
 
 
 def _resolve_model(model_cfg: dict) -> ModelSource:
-    from runner.models.source import resolve_model_source
-
     return resolve_model_source(model_cfg)

@@ -5,24 +5,13 @@ import itertools
 import os
 import socket
 import time
-from dataclasses import dataclass
 from typing import Optional
 
 from runner.measurement.metrics import Timeline
 from runner.measurement.workloads.base import RequestResult
+from runner.models.source import ModelSource
 from runner.plan.grid import EngineConfig
 from runner.plan.spec_methods import speculative_config
-
-
-@dataclass(kw_only=True)
-class ModelSource:
-    """Where the weights and tokenizer come from, resolved on the machine that loads them."""
-
-    path: str
-    tokenizer: Optional[str] = None
-    load_format: str = "auto"
-    vocab_size: int = 0
-    first_token_id: int = 0
 
 
 def engine_kwargs(*, engine: EngineConfig, model: ModelSource) -> dict:

@@ -67,6 +67,7 @@ class Phase(enum.Enum):
     WAKE = "wake"
     TRIAL = "trial"
     SLEEP = "sleep"
+    PRELOAD = "preload"  # waiting for engines loading beside this lane's own before its trials start (CPU)
 
 
 @dataclass(kw_only=True)
@@ -98,6 +99,10 @@ class _Lane:
     started: float = 0.0
     started_epoch: float = 0.0
     round: int = -1
+    # Engines loading beside the current one (CPU, resident): engine_id -> (_Resident, ref, epoch started).
+    preloading: dict = field(default_factory=dict)
+    preload_id: Optional[str] = None
+    entering: Optional[EngineConfig] = None  # the engine to enter once the preloads are in
 
 
 @dataclass(kw_only=True)
@@ -293,13 +298,16 @@ class Scheduler:
                                attempts=self.attempts.get(trial.trial_id, 1))
         self._record_trial(dataclasses.replace(row, status=status), [], trial=trial)
 
-    def _fail_engine(self, lane: _Lane, engine: EngineConfig, *, kind: str, reason: str, **columns) -> None:
-        """A failed start is a result: one failed engine row, and each of its trials left failed with the reason."""
+    def _fail_engine(self, lane: _Lane, engine: EngineConfig, *, kind: str, reason: str, current: bool = True,
+                     **columns) -> None:
+        """A failed start is a result: one failed engine row, and each of its trials left failed with the reason.
+        `current`: the lane's own engine (its step's trials fail too), else one that was loading beside it."""
         self._write_engine(self._engine_record(engine, status="failed", failure_kind=kind, failure_reason=reason,
                                                started_at=time.time(), **columns))
-        for trial in list(lane.trials):
-            self._fail_trial(engine, trial, kind=f"engine_start:{kind}", reason=reason)
-        lane.trials.clear()
+        if current:
+            for trial in list(lane.trials):
+                self._fail_trial(engine, trial, kind=f"engine_start:{kind}", reason=reason)
+            lane.trials.clear()
         for step in lane.steps:  # its later rounds cannot run either
             if step.engine_id == engine.engine_id:
                 for trial in step.trials:
@@ -385,6 +393,10 @@ class Scheduler:
         return False
 
     def _enter_engine(self, lane: _Lane, engine: EngineConfig) -> None:
+        if lane.preloading:  # engines still loading beside a failed one: they come in first
+            lane.entering = engine
+            self._after_load(lane)
+            return
         resident = lane.residents.get(engine.engine_id)
         if resident is not None:
             lane.current = resident
@@ -412,7 +424,68 @@ class Scheduler:
                                               model=dict(self.model_cfg))
         self._call(lane, Phase.START, ref, self.settings.start_timeout_s)
         if self.settings.device == "cpu":
+            self._preload(lane)
             self._start_spare(lane)
+
+    def _preload(self, lane: _Lane) -> None:
+        """CPU, engines resident: the lane's next engines load now, beside this one (loads overlap loads; no
+        trial starts until every one of them is in), so later turns switch without a load."""
+        if lane.max_resident <= 1 or not self._resident_mode(lane.current.engine):
+            return
+        room = min(lane.max_resident - 1 - len([e for e in lane.residents if e != lane.current.engine.engine_id]),
+                   parallel_cpu_loads(cores=os.cpu_count() or 1, cpus_per_engine=self.settings.cpus_per_engine,
+                                      lanes=len(self.lanes)) - 1)
+        for step in lane.steps:
+            engine_id = step.engine_id
+            if room <= len(lane.preloading):
+                return
+            if engine_id == lane.current.engine.engine_id or engine_id in lane.residents or \
+                    engine_id in lane.preloading:
+                continue
+            engine = self.plan.engine(engine_id)
+            actor = lane.spare if lane.spare is not None else self._new_actor(lane, engine)
+            lane.spare = None
+            ref = actor.start.remote(engine=engine_for_actor(engine), model=dict(self.model_cfg))
+            lane.preloading[engine_id] = (_Resident(engine=engine, actor=actor), ref, time.time())
+
+    def _after_load(self, lane: _Lane) -> None:
+        """Trials start once the engines loading beside this one are in (their loads would slow the trials)."""
+        if lane.preloading:
+            engine_id, (_, ref, _) = next(iter(lane.preloading.items()))
+            lane.preload_id = engine_id
+            self._call(lane, Phase.PRELOAD, ref, self.settings.start_timeout_s)
+            return
+        if lane.current is None:
+            engine, lane.entering = lane.entering, None
+            lane.phase, lane.ref = Phase.IDLE, None
+            if engine is not None:
+                self._enter_engine(lane, engine)
+            return
+        self._next_trial(lane)
+
+    def _on_preloaded(self, lane: _Lane, result, *, error: Optional[str] = None) -> None:
+        resident, _, began = lane.preloading.pop(lane.preload_id)
+        engine = resident.engine
+        if error is None and result.ok:
+            columns = {k: v for k, v in result.columns.items() if k != "device_kind"}
+            self._write_phase(lane=lane.index, phase=Phase.START.value, engine_id=engine.engine_id,
+                              started_at=began, duration_s=time.time() - began, load_s=columns.get("load_s"))
+            if columns.get("load_s") is not None:
+                self.loads[engine.engine_id] = float(columns["load_s"])
+            lane.residents[engine.engine_id] = resident
+            self._write_engine(self._engine_record(engine, status="ok", log_file=self._save_log(engine, resident.actor),
+                                                   started_at=time.time(), device_kind=self.settings.device,
+                                                   **columns))
+        else:
+            log_file = self._save_log(engine, resident.actor)
+            self._kill(resident.actor, graceful=False)
+            if error is not None:
+                self._fail_engine(lane, engine, kind="actor_died_during_start", reason=error[:600], current=False)
+            else:
+                self._fail_engine(lane, engine, kind=result.failure_kind, reason=result.failure_reason,
+                                  log_file=log_file, failure_numbers_json=json.dumps(result.failure_numbers),
+                                  current=False)
+        self._after_load(lane)
 
     def _next_trial(self, lane: _Lane) -> None:
         if not lane.trials:
@@ -455,7 +528,8 @@ class Scheduler:
             lane.phase, lane.ref = Phase.IDLE, None
             return
         again = any(st.engine_id == current.engine.engine_id for st in lane.steps)
-        if again and lane.max_resident > 1 and self._host_allows(lane, current):
+        if again and lane.max_resident > 1 and self._host_allows(lane, current) and \
+                self._back_before_deadline(lane, current):
             lane.residents[current.engine.engine_id] = current
             if self.settings.device == "cuda":
                 current.asleep = True
@@ -466,6 +540,22 @@ class Scheduler:
             lane.residents.pop(current.engine.engine_id, None)
             self._retire(current.engine, current.actor)
         lane.phase, lane.ref = Phase.IDLE, None
+
+    def _back_before_deadline(self, lane: _Lane, resident: _Resident) -> bool:
+        """Keeping an engine (a first sleep costs 10-15 s on an H200) pays only if its next turn starts before
+        execution.deadline_s; the steps before that turn are estimated from the sweep so far."""
+        left = self._left_s()
+        if left is None:
+            return True
+        ahead = 0.0
+        for step in lane.steps:
+            if step.engine_id == resident.engine.engine_id:
+                return ahead < left
+            engine = self.plan.engine(step.engine_id)
+            if step.engine_id not in lane.residents:
+                ahead += self._load_estimate(engine) or 0.0
+            ahead += sum(self._trial_estimate(engine, t) or 0.0 for t in step.trials)
+        return False
 
     def _host_allows(self, lane: _Lane, resident: _Resident) -> bool:
         """An asleep engine keeps its weights in host RAM: all of them must fit what the node has free."""
@@ -491,6 +581,9 @@ class Scheduler:
             result = ray.get(lane.ref)
         except (RayActorError, RayTaskError) as exc:
             self._end_phase(lane, ok=False)
+            if lane.phase == Phase.PRELOAD:
+                self._on_preloaded(lane, None, error=f"{type(exc).__name__}: {exc}")
+                return
             if isinstance(exc, RayTaskError) and not isinstance(exc, RayActorError) and lane.phase == Phase.TRIAL:
                 self._fail_trial(lane.current.engine, lane.trial, kind="trial_error", reason=str(exc)[-600:])
                 self._next_trial(lane)
@@ -506,6 +599,8 @@ class Scheduler:
             self._start_engine(lane)
         elif phase == Phase.START:
             self._on_start(lane, result)
+        elif phase == Phase.PRELOAD:
+            self._on_preloaded(lane, result)
         elif phase == Phase.WAKE:
             lane.current.asleep = False
             self._next_trial(lane)
@@ -541,7 +636,7 @@ class Scheduler:
             lane.current.weights_gib = float(columns.get("weights_gib") or 0.0)
             self._write_engine(self._engine_record(engine, status="ok", log_file=log_file, started_at=time.time(),
                                                    device_kind=self.settings.device, **columns))
-            self._next_trial(lane)
+            self._after_load(lane)
             return
         self._kill(actor, graceful=False)
         others = [r for r in lane.residents.values() if r.engine.engine_id != engine.engine_id]
@@ -582,6 +677,9 @@ class Scheduler:
 
     def _on_timeout(self, lane: _Lane) -> None:
         self._end_phase(lane, ok=False)
+        if lane.phase == Phase.PRELOAD:
+            self._on_preloaded(lane, None, error=f"engine did not start within {self.settings.start_timeout_s} s")
+            return
         current = lane.current
         self._save_log(current.engine, current.actor)
         self._kill(current.actor, graceful=False)
@@ -641,6 +739,8 @@ class Scheduler:
                     actors.append(lane.current.actor)
                 if lane.spare is not None:
                     actors.append(lane.spare)
+                actors += [r.actor for r, _, _ in lane.preloading.values()]
+                lane.preloading.clear()
                 lane.residents.clear()
                 lane.current = lane.spare = None
             actors += [d.actor for d in self.dying]
@@ -729,10 +829,11 @@ def engine_for_actor(engine: EngineConfig, *, sleep_mode: bool = False) -> Engin
 
 
 # ---- residency and rounds (pure) ------------------------------------------------------------------
-# Measured on this 2-core machine (bench/efficiency.py --idle-engine 3, 2026-12-02, shared load): decode tok/s of
-# an engine alone vs beside a loaded idle engine, medians of 6: bs1 406.5 vs 292.4 (0.72), bs4 1325 vs 1652 (1.25).
-# Not shown harmless (bs1 slower in every round), so CPU engines load-run-stop unless execution.resident=on.
-CPU_IDLE_ENGINE_HARMLESS = False
+# Measured on this 2-core machine (`python bench/efficiency.py --idle-engine 4`, 2026-12-03, other work niced beside
+# it): decode tok/s of an engine alone vs beside a loaded idle engine, medians of 8: bs1 148.7 vs 147.3 (0.990),
+# bs4 393.3 vs 401.5 (1.021); per-run spread ±25 %. (2026-12-02, under heavy shared load: 0.72 / 1.25, inconclusive.)
+# An idle vLLM engine blocks on its input queue; it takes no core. So CPU engines stay loaded between turns.
+CPU_IDLE_ENGINE_HARMLESS = True
 ASLEEP_HELD_GIB = 1.8  # what a CUDA engine asleep at level 1 still holds (H200, vLLM 0.26, MiMo-7B-shaped)
 CONTEXT_GIB = 0.6      # one more process's CUDA context: the next engine's actor, started ahead
 CPU_ENGINE_BASE_GIB = 1.5  # a CPU engine's process, weights of a small model, runtime (beside its KV)
@@ -740,6 +841,14 @@ HOST_SHARE_FOR_ASLEEP = 0.8  # of the node's available RAM, for the weights asle
 ABANDON_SHUTDOWN_S = 4.0
 # Start-up failures that resident engines may have caused (they hold device memory): retried with one fewer.
 MEMORY_FAILURES = ("not_enough_free_memory_for_budget", "out_of_memory_while_loading", "no_kv_cache_memory")  # on a stop signal: the engines' own shutdown gets this long, then kill
+
+
+def parallel_cpu_loads(*, cores: int, cpus_per_engine: float, lanes: int) -> int:
+    """CPU engines one lane loads at once. A load's threads spin on every core it is bound to: on 2 cores three
+    loads side by side took 135 s against ~30 s each one after the other (bench/efficiency.py, 2026-12-03), so a
+    lane loads side by side only where each load gets cores of its own."""
+    per_lane = cores / max(1, lanes)
+    return max(1, int(per_lane // (2 * max(1.0, cpus_per_engine))))
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -2,9 +2,20 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Optional
 
-from runner.execution.engine import ModelSource
+
+@dataclass(kw_only=True)
+class ModelSource:
+    """Where the weights and tokenizer come from, resolved on the machine that loads them."""
+
+    path: str
+    tokenizer: Optional[str] = None
+    load_format: str = "auto"
+    vocab_size: int = 0
+    first_token_id: int = 0
 
 
 def tiny_weights(model_cfg: dict) -> str:

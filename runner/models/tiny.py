@@ -3,7 +3,7 @@
 Built locally (no model hub): a byte-level BPE tokenizer trained on the
 Python standard library's sources, plus a `config.json` that vLLM maps to
 `MiMoForCausalLM` and whose MTP layer `{"method": "mtp"}` accepts, plus
-`model.safetensors` trained on the same sources by `runner.models.train`
+`model.safetensors` trained on the same sources by `runner.models.training`
 (body and MTP layer) on first use. `weights="dummy"` skips the training
 (for `load_format: dummy`).
 
@@ -18,12 +18,12 @@ import hashlib
 import json
 import os
 import shutil
-import sysconfig
 import tempfile
-import zlib
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
+
+from runner.models.corpus import HELDOUT_MODULUS, corpus_files, heldout_files, load_tokenizer
 
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 
@@ -40,38 +40,11 @@ class TinyModelSpec:
     max_position_embeddings: int = 32768
     num_nextn_predict_layers: int = 1
     corpus_bytes: int = 4_000_000
-    heldout_modulus: int = 10  # one stdlib file in ten (by a hash of its name) is never trained on
+    heldout_modulus: int = HELDOUT_MODULUS  # held out of tokenizer and training (runner.models.corpus)
 
     def fingerprint(self) -> str:
         blob = json.dumps(asdict(self), sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()[:10]
-
-
-HELDOUT_MODULUS = TinyModelSpec().heldout_modulus
-
-
-def stdlib_files() -> list[Path]:
-    return sorted(Path(sysconfig.get_paths()["stdlib"]).glob("*.py"))
-
-
-def is_heldout(path: Path) -> bool:
-    return zlib.crc32(Path(path).name.encode()) % HELDOUT_MODULUS == 0
-
-
-def heldout_files() -> list[Path]:
-    return [p for p in stdlib_files() if is_heldout(p)]
-
-
-def corpus_files(*, max_bytes: int) -> list[Path]:
-    """Deterministic slice of the standard library's sources, held-out files excluded: the local text."""
-    files, total = [], 0
-    for path in (p for p in stdlib_files() if not is_heldout(p)):
-        size = path.stat().st_size
-        if total + size > max_bytes:
-            break
-        files.append(path)
-        total += size
-    return files
 
 
 def _train_tokenizer(*, spec: TinyModelSpec, out_dir: Path) -> dict[str, int]:
@@ -188,7 +161,7 @@ def ensure_tiny_model(*, cache_dir: Path | None = None, spec: TinyModelSpec = Ti
         if not (out_dir / "config.json").exists():
             build_tiny_model(out_dir=out_dir, spec=spec)
         if weights == "trained" and not _has_trained_weights(out_dir):
-            from runner.models.train import train_into
+            from runner.models.training import train_into
 
             train_into(model_dir=out_dir)
     return out_dir
@@ -202,15 +175,9 @@ def tiny_model_ready(*, cache_dir: Path | None = None, spec: TinyModelSpec = Tin
 
 
 def _has_trained_weights(model_dir: Path) -> bool:
-    from runner.models.train import weights_are_current
+    from runner.models.training import weights_are_current
 
     return weights_are_current(model_dir=model_dir)
-
-
-def load_tokenizer(model_dir: Path):
-    from tokenizers import Tokenizer
-
-    return Tokenizer.from_file(str(Path(model_dir) / "tokenizer.json"))
 
 
 def heldout_text() -> str:

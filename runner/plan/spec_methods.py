@@ -29,21 +29,6 @@ SPEC_METHODS: dict[str, SpecMethod] = {
 }
 
 
-class UnknownName(ValueError):
-    pass
-
-
-def spec_method(name: str) -> SpecMethod:
-    try:
-        return SPEC_METHODS[name]
-    except KeyError:
-        valid = ", ".join(SPEC_METHODS)
-        raise UnknownName(
-            f"unknown speculative method {name!r}; valid: {valid} "
-            f"(fix: sweep.grid.spec_method=[{valid.split(', ')[0]},...])"
-        ) from None
-
-
 def speculative_config(*, method: str, k: int, extra: dict | None = None) -> dict | None:
     """The `speculative_config` engine argument for one arm (None when off)."""
     if method == "off":

@@ -39,18 +39,13 @@ def source_labels(run_dirs: list[Path]) -> list[str]:
         depth += 1
 
 
-def _read(path: Path, table: str, columns: list[str] | None = None) -> pd.DataFrame:
-    import pyarrow.parquet as pq
+def _read(run_dir: Path, table: str, columns: list[str] | None = None) -> pd.DataFrame:
+    """One table of one run (compacted file, parts, or an older run's single file); only `columns` are read."""
+    from runner.sinks.parquet import has_table, read_frame
 
-    if not path.exists():
+    if not has_table(run_dir, table):
         return pd.DataFrame(columns=columns or column_names(TABLES[table]))
-    present = set(pq.read_schema(path).names)
-    wanted = [c for c in (columns or column_names(TABLES[table])) if c in present]
-    frame = pq.read_table(path, columns=wanted).to_pandas()
-    for c in columns or column_names(TABLES[table]):
-        if c not in frame.columns:  # older files: additive schema columns are missing, not wrong
-            frame[c] = None
-    return frame
+    return read_frame(run_dir, table, columns)  # columns older files lack read as null
 
 
 def read_config(run_dir: Path) -> dict:
@@ -66,15 +61,17 @@ def read_config(run_dir: Path) -> dict:
 def load_results(run_dirs: list[Path]) -> Results:
     # The same folder twice (a symlink, a repeated argument) would compare a run with itself.
     run_dirs = list({Path(d).resolve(): Path(d) for d in run_dirs}.values())
-    missing = [str(d) for d in run_dirs if not (d / "trials.parquet").exists() and not (d / "engines.parquet").exists()]
+    from runner.sinks.parquet import has_table
+
+    missing = [str(d) for d in run_dirs if not has_table(d, "trials") and not has_table(d, "engines")]
     if missing:
-        raise FileNotFoundError(f"no results (trials.parquet / engines.parquet) in: {', '.join(missing)}")
+        raise FileNotFoundError(f"no results (trials / engines, as parts or .parquet files) in: {', '.join(missing)}")
     labels = source_labels(run_dirs)
     frames: dict[str, list[pd.DataFrame]] = {"engines": [], "trials": [], "requests": [], "phases": []}
     for run_dir, label in zip(run_dirs, labels):
         for table in frames:
             columns = REQUEST_COLUMNS if table == "requests" else None
-            frame = _read(run_dir / f"{table}.parquet", table, columns)
+            frame = _read(Path(run_dir), table, columns)
             frame["source"] = label
             frames[table].append(frame)
     out = {t: pd.concat(fs, ignore_index=True) if fs else pd.DataFrame() for t, fs in frames.items()}

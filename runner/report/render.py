@@ -34,9 +34,5 @@ def percent(value) -> str:
     return "–" if value is None or pd.isna(value) else f"{value:.0%}"
 
 
-def times(value) -> str:
-    return "–" if value is None or pd.isna(value) else f"{value:.2f}×"
-
-
 def section(title: str, *blocks: str) -> str:
     return "\n\n".join([f"## {title}", *[b for b in blocks if b]])

@@ -18,6 +18,7 @@ class NullTracker:
 
 
 def open_tracker(*, tracking: dict, keys, run_dir: Path, plan):
+    """`keys` and `plan` are part of the call the CLI makes; the export reads everything from the run's files."""
     if not tracking.get("enabled") or tracking.get("mode") == "disabled":
         return NullTracker()
     if importlib.util.find_spec("wandb") is None:  # W&B is optional: Parquet stays the record
@@ -25,4 +26,4 @@ def open_tracker(*, tracking: dict, keys, run_dir: Path, plan):
         return NullTracker()
     from runner.sinks.wandb_sink import WandbTracker
 
-    return WandbTracker(tracking=tracking, keys=keys, run_dir=run_dir, plan=plan)
+    return WandbTracker(tracking=tracking, run_dir=run_dir)

@@ -4,9 +4,9 @@ Runs are grouped by "<sweep>/<run id>" (job type = workload for trials, "sweep" 
 run holds the full config (trial keys, engine settings, engine arguments, workload params), the trial summary
 (every scalar column of trials.parquet, acceptance per draft position, and the engine's memory/KV figures
 under engine/*) and its requests as a Table. The sweep run holds the engines and trials tables and
-engines/trials/requests.parquet + config.yaml as one artifact. Offline by default (files under
-<run dir>/wandb; `wandb sync <run dir>/wandb/offline-run-*` uploads them later); tracking=wandb_online
-logs online.
+engines/trials/requests.parquet (and any parts not compacted) + config.yaml as one artifact. Offline by
+default (files under <run dir>/wandb; `wandb sync <run dir>/wandb/offline-run-*` uploads them later);
+tracking=wandb_online logs online.
 
 When: all at once at the end of the sweep, from the Parquet files, not per trial as results arrive.
 Measured here (2 CPU cores, wandb 0.31.0, offline): `import wandb` 0.7 s idle, 1.5 s under load; the first
@@ -33,10 +33,9 @@ import dataclasses
 import json
 import os
 import re
-import struct
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from runner.schema import EngineSettings, RequestRecord, TrialRecord, column_names
@@ -112,21 +111,19 @@ def _fingerprint(trial: dict) -> str:
     return f"{trial.get('status')}:{_clean(trial.get('started_at'))}:{trial.get('attempts')}"
 
 
-def _read_table(path: Path) -> list[dict]:
-    if not path.exists():
-        return []
-    import pyarrow.parquet as pq
+def _read_table(run_dir: Path, table: str) -> list[dict]:
+    from runner.sinks.parquet import has_table, read_rows
 
-    return pq.read_table(path).to_pylist()
+    return read_rows(run_dir, table) if has_table(run_dir, table) else []
 
 
-def _read_requests(path: Path) -> dict[str, list[dict]]:
-    if not path.exists():
+def _read_requests(run_dir: Path) -> dict[str, list[dict]]:
+    from runner.sinks.parquet import has_table, read_rows
+
+    if not has_table(run_dir, "requests"):
         return {}
-    import pyarrow.parquet as pq
-
     by_trial: dict[str, list[dict]] = {}
-    for row in pq.read_table(path, columns=["trial_id", *REQUEST_TABLE_COLUMNS]).to_pylist():
+    for row in read_rows(run_dir, "requests", ["trial_id", *REQUEST_TABLE_COLUMNS]):
         by_trial.setdefault(row["trial_id"], []).append(row)
     return by_trial
 
@@ -216,6 +213,11 @@ def _export_sweep(wandb, target: WandbTarget, *, run_dir: Path, group: str, swee
         for name in ("engines.parquet", "trials.parquet", "requests.parquet", "config.yaml"):
             if (run_dir / name).exists():
                 artifact.add_file(str(run_dir / name), name=name)
+        from runner.sinks.parquet import part_files
+
+        for table in ("engines", "trials", "requests"):  # parts not compacted (yet): as they are
+            for _, path in part_files(run_dir, table):
+                artifact.add_file(str(path), name=f"{table}/{path.name}")
         run.log_artifact(artifact)
     finally:
         run.finish()
@@ -226,8 +228,8 @@ def export_run(*, run_dir: Path, target: WandbTarget = WandbTarget(), echo: bool
     run_dir = Path(run_dir)
     result = ExportResult()
     start = time.perf_counter()
-    trials = _read_table(run_dir / "trials.parquet")
-    engines = _read_table(run_dir / "engines.parquet")
+    trials = _read_table(run_dir, "trials")
+    engines = _read_table(run_dir, "engines")
     ledger = _Ledger(run_dir)
     todo = [t for t in trials if not ledger.exported(t)]
     result.skipped = len(trials) - len(todo)
@@ -241,7 +243,7 @@ def export_run(*, run_dir: Path, target: WandbTarget = WandbTarget(), echo: bool
         from runner.plan.labels import labels_of_rows
 
         label_of = labels_of_rows(trials)
-        requests = _read_requests(run_dir / "requests.parquet")
+        requests = _read_requests(run_dir)
         sweep, run_id = todo[0]["sweep"], todo[0]["run_id"]
         group = f"{sweep}/{run_id}"
         for trial in todo:
@@ -281,12 +283,11 @@ def _teardown() -> None:
 class WandbTracker:
     """The scheduler's tracking hooks: results are exported from Parquet when the sweep ends (see above)."""
 
-    def __init__(self, *, tracking: dict, keys, run_dir: Path, plan=None):
+    def __init__(self, *, tracking: dict, run_dir: Path):
         self.run_dir = Path(run_dir)
         self.target = WandbTarget(mode=tracking.get("mode", "offline"),
                                   project=tracking.get("project", "vllm-sweeps"), entity=tracking.get("entity"),
                                   init_timeout_s=float(tracking.get("init_timeout_s", 60)))
-        self.keys = keys
 
     def log_engine(self, record) -> None:
         pass  # in engines.parquet already; exported at finish()
@@ -296,84 +297,6 @@ class WandbTracker:
 
     def finish(self) -> ExportResult:
         return export_run(run_dir=self.run_dir, target=self.target)
-
-
-# --- reading offline runs back (tests, and checking what an offline export holds before `wandb sync`) ---
-
-_BLOCK = 32768
-_HEADER = 7
-
-
-def _log_records(path: Path):
-    """The records of a .wandb file (a LevelDB-style log: 32 KiB blocks of checksummed, typed chunks)."""
-    data = Path(path).read_bytes()
-    ident, _magic, _version = struct.unpack("<4sHB", data[:_HEADER])
-    if ident != b":W&B":
-        raise ValueError(f"{path} is not a W&B run file")
-    pos, pending = _HEADER, b""
-    while pos + _HEADER <= len(data):
-        left = _BLOCK - pos % _BLOCK
-        if left < _HEADER:
-            pos += left
-            continue
-        _crc, length, kind = struct.unpack("<IHB", data[pos:pos + _HEADER])
-        pos += _HEADER
-        if kind == 0 and length == 0:  # block padding
-            pos += left - _HEADER
-            continue
-        chunk, pos = data[pos:pos + length], pos + length
-        if kind == 1:
-            yield chunk
-        elif kind == 2:
-            pending = chunk
-        elif kind == 3:
-            pending += chunk
-        elif kind == 4:
-            yield pending + chunk
-
-
-@dataclass(kw_only=True)
-class OfflineRun:
-    folder: Path
-    id: str = ""
-    name: str = ""
-    group: str = ""
-    job_type: str = ""
-    config: dict = field(default_factory=dict)
-    summary: dict = field(default_factory=dict)
-    logged_keys: set = field(default_factory=set)
-    artifacts: list[str] = field(default_factory=list)
-
-
-def read_offline_run(folder: Path) -> OfflineRun:
-    from wandb.proto import wandb_internal_pb2 as pb
-
-    folder = Path(folder)
-    (path,) = folder.glob("*.wandb")
-    run = OfflineRun(folder=folder)
-    for blob in _log_records(path):
-        record = pb.Record()
-        record.ParseFromString(blob)
-        kind = record.WhichOneof("record_type")
-        if kind == "run":
-            r = record.run
-            run.id, run.name, run.group, run.job_type = r.run_id, r.display_name, r.run_group, r.job_type
-            run.config.update({u.key: json.loads(u.value_json) for u in r.config.update if u.key})
-        elif kind == "config":
-            run.config.update({u.key: json.loads(u.value_json) for u in record.config.update if u.key})
-        elif kind == "summary":
-            for u in record.summary.update:
-                if u.key:
-                    run.summary[u.key] = json.loads(u.value_json)
-        elif kind == "history":
-            run.logged_keys.update(i.nested_key[0] if i.nested_key else i.key for i in record.history.item)
-        elif kind == "artifact":
-            run.artifacts.append(f"{record.artifact.type}:{record.artifact.name}")
-    return run
-
-
-def offline_runs(run_dir: Path) -> list[OfflineRun]:
-    return [read_offline_run(f) for f in sorted((Path(run_dir) / "wandb").glob("offline-run-*"))]
 
 
 def main(argv: list[str] | None = None) -> int:

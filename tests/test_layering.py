@@ -1,0 +1,135 @@
+"""Dependencies point one way (README, "Layout"): every import under runner/, top-level or inside a function.
+
+The rules, over `import` statements read with `ast` (no module is imported here):
+- models, plan, measurement, sinks and report never import runner.execution (actors, engines, the scheduler);
+- plan (pure grid expansion and validation) also never imports runner.sinks or runner.report;
+- report (reports from persisted files only) also never imports runner.sinks, except the Parquet sink's read
+  helpers (`from runner.sinks.parquet import has_table, read_frame, ...`; see READ_HELPERS);
+- models, measurement and sinks never import runner.report;
+- only runner/__main__.py imports runner.cli (the entry point sits on top of everything);
+- no import cycles between runner's modules.
+"""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+RUNNER = Path(__file__).resolve().parents[1] / "runner"
+
+FORBIDDEN = {  # package under runner/ -> what nothing in it may import
+    "models": ("runner.execution", "runner.report", "runner.cli"),
+    "plan": ("runner.execution", "runner.sinks", "runner.report", "runner.cli"),
+    "measurement": ("runner.execution", "runner.report", "runner.cli"),
+    "sinks": ("runner.execution", "runner.report", "runner.cli"),
+    "report": ("runner.execution", "runner.sinks", "runner.cli"),
+}
+# The one exception: the Parquet sink owns the on-disk layout (part files, then one compacted file per table),
+# so reading results back goes through its readers; nothing that writes may be imported.
+READ_HELPERS = {"table_path", "parts_dir", "part_files", "has_table", "read_table", "read_frame", "read_rows"}
+EXCEPTIONS = {  # (package, forbidden prefix) -> (module it may import, the names it may take from it)
+    ("report", "runner.sinks"): ("runner.sinks.parquet", READ_HELPERS),
+}
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(RUNNER.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {module_name(p): p for p in sorted(RUNNER.rglob("*.py"))}
+
+
+def imports(name: str) -> list[tuple[int, str, str | None]]:
+    """(line, target, name) for every import in the module: `from a import b` gives (a.b, None) when a.b is a
+    module, else (a, b); `import a` gives (a, None)."""
+    path = MODULES[name]
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name, None) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:  # relative: resolved against the module's package
+                anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                base = ".".join(anchor + ([base] if base else []))
+            for alias in node.names:
+                full = f"{base}.{alias.name}"
+                found.append((node.lineno, full, None) if full in MODULES else (node.lineno, base, alias.name))
+    return found
+
+
+def within(target: str, prefix: str) -> bool:
+    return target == prefix or target.startswith(prefix + ".")
+
+
+def test_the_walker_sees_lazy_and_top_level_imports():
+    """Guards the rules below against passing vacuously: known imports of both kinds are found."""
+    assert any(t == "runner.models.source" for _, t, _ in imports("runner.execution.engine"))  # top level
+    assert any(t == "runner.models.training" for _, t, _ in imports("runner.models.tiny"))  # inside a function
+    assert {"runner.models", "runner.plan", "runner.measurement", "runner.sinks", "runner.report"} <= set(MODULES)
+
+
+def allowed(package: str, prefix: str, target: str, imported: str | None) -> bool:
+    module, names = EXCEPTIONS.get((package, prefix), (None, set()))
+    return target == module and imported in names
+
+
+def test_the_exception_is_the_read_helpers_only():
+    assert allowed("report", "runner.sinks", "runner.sinks.parquet", "read_frame")
+    assert not allowed("report", "runner.sinks", "runner.sinks.parquet", "ParquetSink")
+    assert not allowed("report", "runner.sinks", "runner.sinks.parquet", None)  # `import runner.sinks.parquet`
+    assert not allowed("report", "runner.sinks", "runner.sinks.wandb_sink", "export_run")
+    assert not allowed("plan", "runner.sinks", "runner.sinks.parquet", "read_frame")
+
+
+@pytest.mark.parametrize("package", sorted(FORBIDDEN))
+def test_layer_imports_nothing_above_it(package):
+    violations = [
+        f"{MODULES[name].relative_to(RUNNER.parent)}:{line} imports {target}" + (f".{imported}" if imported else "")
+        for name in MODULES if within(name, f"runner.{package}")
+        for line, target, imported in imports(name)
+        for prefix in FORBIDDEN[package]
+        if within(target, prefix) and not allowed(package, prefix, target, imported)
+    ]
+    assert not violations, "\n".join(violations)
+
+
+def test_only_the_entry_point_imports_the_cli():
+    importers = sorted(name for name in MODULES if name not in ("runner.__main__", "runner.cli")
+                       and any(within(t, "runner.cli") for _, t, _ in imports(name)))
+    assert not importers
+
+
+def test_no_import_cycles():
+    graph = {name: {t for _, t, _ in imports(name) if t in MODULES and t != name} for name in MODULES}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles = []
+
+    def visit(v: str) -> None:  # Tarjan's strongly connected components
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for v in graph:
+        if v not in index:
+            visit(v)
+    assert not cycles
