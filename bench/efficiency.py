@@ -29,6 +29,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import common  # noqa: E402
+from runner.report.timeline import union_length as _union_length  # noqa: E402
 
 INPUT_LEN, OUTPUT_LEN, REQUESTS_PER_SESSION = 128, 64, 4
 CONCURRENCY = (1, 4)
@@ -46,15 +47,6 @@ def runner_overrides(model: common.Model, *, spec_ks=(1, 2), concurrency=CONCURR
             f"workload.decode.requests_per_session={REQUESTS_PER_SESSION}",
             f"engine.args.max_num_seqs={MAX_NUM_SEQS}", "engine.args.enforce_eager=true", "engine.args.seed=0",
             "engine.cpu_kvcache_space_gib=1", f"cluster.cpu_engine_slots={slots}"]
-
-
-def _union_length(intervals: list[tuple[float, float]]) -> float:
-    total, end = 0.0, float("-inf")
-    for a, b in sorted(intervals):
-        if b > end:
-            total += b - max(a, end)
-            end = b
-    return total
 
 
 def runner_timeline(*, data: dict, started_at: float, wall_s: float) -> dict:

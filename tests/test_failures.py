@@ -29,3 +29,11 @@ def test_unknown_failure_keeps_the_last_error_line():
     f = parse_startup_failure(log="a\nSomeError: it broke\nb", exception="")
     assert f.kind == "engine_start_failed"
     assert "it broke" in f.reason
+
+
+def test_what_the_device_cannot_run_is_named():
+    log = ("(Worker pid=1) ERROR [multiproc_executor.py:1063] NotImplementedError: FP8 KV cache on CPU requires x86 "
+           "with AVX-512 or AMX.\nRuntimeError: Engine core initialization failed. See root cause above.")
+    f = parse_startup_failure(log=log)
+    assert f.kind == "not_supported_here"
+    assert "FP8 KV cache on CPU requires x86 with AVX-512 or AMX" in f.reason

@@ -45,6 +45,8 @@ _PATTERNS: list[tuple[str, re.Pattern, tuple[str, ...]]] = [
      re.compile(r"(speculative|Speculative|num_speculative_tokens|MTP|mtp)[^\n]*(not supported|unsupported|"
                 r"must be|cannot|can't|does not support)"), ()),
     ("prefix_caching_refused", re.compile(r"[Pp]refix caching[^\n]*(not supported|unsupported|cannot)"), ()),
+    # What this device or build cannot run (e.g. "FP8 KV cache on CPU requires x86 with AVX-512 or AMX").
+    ("not_supported_here", re.compile(r"NotImplementedError: \S[^\n]*"), ()),
 ]
 
 

@@ -62,7 +62,8 @@ class DeviceTime:
         ]
 
 
-def _union(intervals: list[tuple[float, float]]) -> float:
+def union_length(intervals: list[tuple[float, float]]) -> float:
+    """Total length covered by the intervals (overlaps once)."""
     total, end = 0.0, float("-inf")
     for a, b in sorted(intervals):
         if b > end:
@@ -87,11 +88,11 @@ def device_time(phases: pd.DataFrame, engines: pd.DataFrame, trials: pd.DataFram
     vllm_init = sum(_load_of(r, load_s) for r in starts.itertuples())
     warmups = trials.warmup_s.dropna().astype(float).sum() if "warmup_s" in trials else 0.0
     switches, overheads = _gaps(lanes, load_s)
-    idle = wall - float(launch.duration_s.sum()) - _union(list(zip(lanes.started_at, lanes.ended_at)))
+    idle = wall - float(launch.duration_s.sum()) - union_length(list(zip(lanes.started_at, lanes.ended_at)))
     return DeviceTime(
         wall_s=wall, launch_s=float(launch.duration_s.sum()) if len(launch) else 0.0, loads=len(starts),
         vllm_init_s=vllm_init, start_calls_s=float(starts.duration_s.sum()),
-        loads_wall_s=_union(list(zip(starts.started_at, starts.ended_at))),
+        loads_wall_s=union_length(list(zip(starts.started_at, starts.ended_at))),
         prepare_s=float(lanes[lanes.phase == "prepare"].duration_s.sum()),
         trials_s=float(lanes[lanes.phase == "trial"].duration_s.sum()), warmup_s=float(warmups),
         wake_s=float(lanes[lanes.phase == "wake"].duration_s.sum()),
