@@ -182,8 +182,9 @@ def test_race_eliminates_a_planted_loser_and_not_a_tie():
     mixed = _samples({"a": [100, 100, 100], "b": [80, 80, 80]}, points=("c=1",)) + \
         _samples({"a": [100, 100, 100], "b": [120, 120, 120]}, points=("c=4",))
     assert race_eliminations(mixed) == {}
-    # Too few rounds: nothing is decided yet.
+    # Too few rounds: nothing is decided yet (below the verdict's 3 repeats, a stopped arm could not be called behind).
     assert race_eliminations(_samples({"a": [100], "b": [50]})) == {}
+    assert race_eliminations(_samples({"a": [100, 101], "b": [50, 51]})) == {}
 
 
 def test_trial_sample_uses_the_workload_metric():

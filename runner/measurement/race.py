@@ -72,7 +72,12 @@ def _by_point(samples: Sequence[RaceSample]) -> dict[str, dict[str, list[RaceSam
     return points
 
 
-def race_eliminations(samples: Sequence[RaceSample], *, tie_band: float = 0.02, min_rounds: int = 2,
+# The verdict's minimum repeats (runner.report: below 3, no winner): an arm stopped with fewer could never be
+# reported behind, and the race would change the sweep's answer instead of only its cost.
+MIN_ROUNDS = 3
+
+
+def race_eliminations(samples: Sequence[RaceSample], *, tie_band: float = 0.02, min_rounds: int = MIN_ROUNDS,
                       seed: int = 0) -> dict[tuple[str, str], str]:
     """(engine_id, workload) -> human reason, for arms whose interval lies below the leader's at EVERY point of
     that workload (strictly outside the tie band)."""
