@@ -5,72 +5,25 @@ import os
 import signal
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
+from runner.config.schema import ClusterSection, ConfigError, EngineSection, ExecutionSection, RunConfig, SweepSection
+from runner.config.store import CONF_DIR, run_job, typed
 from runner.measurement.records import RunKeys
 from runner.plan.grid import Plan, PlanError, build_plan
-from runner.plan.validate import capacity_warnings, check_overrides, engine_arg_spec, validate, validate_run
+from runner.plan.validate import capacity_warnings, engine_arg_spec, validate
 from runner.report.settings import ReportSettingsError, parse_settings as parse_report_settings
 
 
-@dataclass(frozen=True, kw_only=True)
-class SweepInputs:
-    """The resolved config, split the way the plan and the executor need it."""
-
-    sweep_name: str
-    run: str
-    model: dict
-    engine: dict
-    grid: dict
-    engine_axes: dict
-    workloads: dict
-    spec_extra: dict
-    repeats: int
-    cluster: dict
-    tracking: dict
-    execution: dict
-    # Explicit engine arms (sweep.arms), where a study's arms are not a full product.
-    arms: list | None = None
-    # Early elimination (sweep.race), validated with the plan.
-    race: bool = False
-
-    @classmethod
-    def from_config(cls, cfg: DictConfig) -> "SweepInputs":
-        c = OmegaConf.to_container(cfg, resolve=True)
-        grid = c["sweep"].get("grid") or {}
-        if "spec_method" in grid:
-            # YAML reads a bare `off` as false.
-            grid["spec_method"] = ["off" if m is False or m is None else m for m in _listify(grid["spec_method"])]
-        return cls(sweep_name=c["sweep"]["name"], run=str(c["run"]), model=c["model"], engine=c["engine"],
-                   grid=grid, engine_axes=c["sweep"].get("engine_axes") or {},
-                   workloads=c.get("workload") or {}, spec_extra=c.get("spec") or {},
-                   repeats=c["sweep"].get("repeats", 1), cluster=c.get("cluster") or {},
-                   tracking=c.get("tracking") or {}, execution=c.get("execution") or {},
-                   arms=c["sweep"].get("arms"), race=c["sweep"].get("race", False))
-
-
-def _listify(value) -> list:
-    return list(value) if isinstance(value, (list, tuple)) else [value]
-
-
-def make_plan(inputs: SweepInputs, *, check_engine_args: bool = True, warn=None) -> Plan:
-    """The validated plan; capacity warnings (trials the engine cannot hold at once) go to `warn`
-    (default: stderr) before anything starts."""
-    engine_args = dict(inputs.engine.get("args") or {})
-    validate(grid=inputs.grid, model=inputs.model, workloads=inputs.workloads, engine_args=engine_args,
-             engine_axes=inputs.engine_axes, known_engine_args=engine_arg_spec() if check_engine_args else None,
-             arms=inputs.arms, spec_extra=inputs.spec_extra, race=inputs.race)
-    validate_run(engine=inputs.engine, cluster=inputs.cluster, execution=inputs.execution, repeats=inputs.repeats,
-                 engine_args=engine_args, engine_axes=inputs.engine_axes or {}, workloads=inputs.workloads)
-    plan = build_plan(sweep_name=inputs.sweep_name, model=inputs.model["name"], grid=inputs.grid,
-                      workloads=inputs.workloads, engine_args=engine_args, engine_axes=inputs.engine_axes or {},
-                      spec_extra=inputs.spec_extra, repeats=inputs.repeats,
-                      tensor_parallel_size=int(inputs.engine.get("tensor_parallel_size") or 1), arms=inputs.arms)
-    for line in capacity_warnings(plan, model=inputs.model, engine=inputs.engine):
+def make_plan(config: RunConfig, *, check_engine_args: bool = True, warn=None) -> Plan:
+    """The validated plan of the typed config; capacity warnings (trials the engine cannot hold at once) go to
+    `warn` (default: stderr) before anything starts."""
+    validate(config, known_engine_args=engine_arg_spec() if check_engine_args else None)
+    plan = build_plan(config)
+    for line in capacity_warnings(plan, model=config.model, engine=config.engine):
         (warn or (lambda text: print(text, file=sys.stderr)))(line)
     return plan
 
@@ -92,12 +45,12 @@ def describe_plan(plan: Plan, *, done: set[str], parallel: int) -> str:
     return "\n".join(lines)
 
 
-def execution_env(engine: dict) -> dict[str, str]:
+def execution_env(engine: EngineSection) -> dict[str, str]:
     # NVLink multicast stays off in every process (it can take a shared host's GPUs out of service).
     env = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1",
            "TOKENIZERS_PARALLELISM": "false"}
-    if engine.get("device") == "cpu" and engine.get("cpu_kvcache_space_gib"):
-        env["VLLM_CPU_KVCACHE_SPACE"] = str(engine["cpu_kvcache_space_gib"])
+    if engine.device == "cpu" and engine.cpu_kvcache_space_gib:
+        env["VLLM_CPU_KVCACHE_SPACE"] = str(engine.cpu_kvcache_space_gib)
     for name in ("VLLM_USE_FLASHINFER_SAMPLER", "RUNNER_CACHE_DIR", "PYTHONPATH", "VLLM_CPU_OMP_THREADS_BIND",
                  "NCCL_NVLS_ENABLE", "VLLM_LOGGING_LEVEL", "OMP_NUM_THREADS"):
         if name in os.environ:
@@ -105,21 +58,21 @@ def execution_env(engine: dict) -> dict[str, str]:
     return env
 
 
-def start_ray(cluster: dict, *, device: str):
+def start_ray(cluster: ClusterSection, *, device: str):
     """Starts (or joins) Ray; returns what the cluster offers (device units, engines side by side)."""
     from runner.execution.scheduler import cluster_capacity, connect_ray
 
-    connect_ray(address=cluster.get("address"))
+    connect_ray(address=cluster.address)
     return cluster_capacity(cluster=cluster, device=device)
 
 
-def _dry_run_capacity(cluster: dict, *, device: str):
+def _dry_run_capacity(cluster: ClusterSection, *, device: str):
     """The plan's capacity without starting Ray: local GPUs on cuda (None when joining a cluster)."""
     from runner.execution.scheduler import cluster_capacity
 
     if device != "cuda":
         return cluster_capacity(cluster=cluster, device=device, resources={})
-    if cluster.get("address"):
+    if cluster.address:
         return None
     try:
         import torch
@@ -131,29 +84,28 @@ def _dry_run_capacity(cluster: dict, *, device: str):
 
 def run_sweep(cfg: DictConfig, *, run_dir: Path) -> int:
     wall_start = time.perf_counter()
-    from runner.plan.presets import apply_preset
-
     try:
-        cfg = apply_preset(cfg)
-        inputs = SweepInputs.from_config(cfg)
-        plan = make_plan(inputs)
-        parse_report_settings(OmegaConf.to_container(cfg, resolve=True).get("report", True))
-    except (PlanError, ReportSettingsError) as exc:
+        config = typed(cfg)  # the one conversion: everything below takes typed objects
+        plan = make_plan(config)
+        report = parse_report_settings(config.report)
+    except (ConfigError, ReportSettingsError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     from runner.sinks.parquet import ParquetSink
 
     sink = ParquetSink(run_dir)
-    done = sink.finished_trial_ids(include_failed=not cfg.get("retry_failed", False))
-    if cfg.get("dry_run"):
+    done = sink.finished_trial_ids(include_failed=not config.retry_failed)
+    if config.dry_run:
         from runner.execution.scheduler import describe_devices
 
-        device = inputs.engine.get("device", "cpu")
-        capacity = _dry_run_capacity(inputs.cluster, device=device)
+        device = config.engine.device
+        capacity = _dry_run_capacity(config.cluster, device=device)
         print(describe_plan(plan, done=done, parallel=capacity.max_parallel_engines if capacity else 0))
         print("\n".join(describe_devices(plan, device=device, capacity=capacity, done=done)))
         return 0
-    OmegaConf.save(cfg, run_dir / "config.yaml", resolve=True)
+    from runner.config.presets import apply_preset
+
+    OmegaConf.save(apply_preset(cfg), run_dir / "config.yaml", resolve=True)
     todo = [t for t in plan.trials if t.trial_id not in done]
     resumed = f" ({len(plan.trials) - len(todo)} already done, {len(todo)} to run)" if done else ""
     print(f"sweep {plan.sweep!r}: {len(plan.engines)} engine configs, {len(plan.trials)} trials{resumed}; "
@@ -162,13 +114,13 @@ def run_sweep(cfg: DictConfig, *, run_dir: Path) -> int:
         print(f"nothing to do: all {len(plan.trials)} trials of this sweep are already in {run_dir} "
               f"(run=<new name> starts a fresh run)")
     else:
-        code = _execute(plan=plan, inputs=inputs, sink=sink, run_dir=run_dir, done=done, todo=len(todo))
+        code = _execute(plan=plan, config=config, sink=sink, run_dir=run_dir, done=done, todo=len(todo))
         if code:
             return code
     from runner.summary import print_summary
 
     print_summary(run_dir=run_dir, trial_ids={t.trial_id for t in plan.trials})
-    if parse_report_settings(cfg.get("report", True)).enabled:
+    if report.enabled:
         _write_report(run_dir)
     print(f"results: {run_dir}")
     print(f"total time: {time.perf_counter() - wall_start:.1f} s")
@@ -187,13 +139,13 @@ def _write_report(run_dir: Path) -> None:
               file=sys.stderr)
 
 
-def _prepare_builtin_model(model: dict) -> None:
+def _prepare_builtin_model(model) -> None:
     """On a local cluster, build (and train) the embedded model here, in view, before any engine waits on it.
 
     Actors on other nodes still build their own copy; this moves the first-use cost out of an engine's
     start-up timeout and onto the terminal, where the user sees it.
     """
-    if model.get("builtin") != "tiny_mtp":
+    if model.builtin != "tiny_mtp":
         return
     from runner.models.source import tiny_weights
     from runner.models.tiny import tiny_model_dir, tiny_model_ready
@@ -209,80 +161,50 @@ def _prepare_builtin_model(model: dict) -> None:
     print(f"model ready in {time.perf_counter() - started:.0f} s: {folder}", flush=True)
 
 
-def execution_options(execution: dict, *, sweep: dict | None = None) -> dict:
-    """The scheduler's residency, order, deadline and race settings, checked before anything starts."""
-    resident = str(execution.get("resident", "auto")).lower()
-    if resident in ("false", "none"):
-        resident = "off"
-    if resident in ("true",):
-        resident = "on"
-    if resident not in ("auto", "on", "off"):
-        raise PlanError(f"execution.resident={execution.get('resident')!r}: valid: auto, on, off "
-                        f"(fix: execution.resident=auto)")
-    deadline = execution.get("deadline_s")
-    if deadline is not None and (not isinstance(deadline, (int, float)) or isinstance(deadline, bool) or deadline <= 0):
-        raise PlanError(f"execution.deadline_s={deadline!r} must be seconds > 0 or null (fix: execution.deadline_s=3600)")
-    seed = execution.get("order_seed", 0)
-    if not isinstance(seed, int) or isinstance(seed, bool):
-        raise PlanError(f"execution.order_seed={seed!r} must be an integer (fix: execution.order_seed=0)")
-    shutdown = execution.get("shutdown_timeout_s", 10)
-    if not isinstance(shutdown, (int, float)) or shutdown <= 0:
-        raise PlanError(f"execution.shutdown_timeout_s={shutdown!r} must be seconds > 0 "
-                        f"(fix: execution.shutdown_timeout_s=10)")
-    warmup = str(execution.get("warmup", "auto")).lower()
-    if warmup in ("false", "none"):  # YAML reads a bare `off` as false
-        warmup = "off"
-    if warmup not in ("auto", "off"):
-        raise PlanError(f"execution.warmup={execution.get('warmup')!r}: valid: auto, off (fix: execution.warmup=auto)")
-    cap = execution.get("warmup_output_cap", 64)
-    if cap is not None and (not isinstance(cap, int) or isinstance(cap, bool) or cap < 1):
-        raise PlanError(f"execution.warmup_output_cap={cap!r} must be an integer ≥ 1 or null (the trial's own "
-                        f"length) (fix: execution.warmup_output_cap=64)")
-    sweep = sweep or {}
-    return {"warmup": warmup, "warmup_output_cap": cap, "resident": resident, "deadline_s": None if deadline is None else float(deadline), "order_seed": seed,
-            "shutdown_timeout_s": float(shutdown), "race": bool(sweep.get("race", False)),
-            "race_tie_band": float(sweep.get("race_tie_band", 0.02))}
+def execution_options(execution: ExecutionSection, *, sweep: SweepSection) -> dict:
+    """The scheduler's residency, order, deadline and race settings (checked when the config was typed)."""
+    return {"warmup": str(execution.warmup),
+            "warmup_output_cap": execution.warmup_output_cap, "resident": str(execution.resident),
+            "deadline_s": execution.deadline_s, "order_seed": execution.order_seed,
+            "shutdown_timeout_s": float(execution.shutdown_timeout_s), "race": sweep.race,
+            "race_tie_band": float(sweep.race_tie_band)}
 
 
-def _execute(*, plan: Plan, inputs: SweepInputs, sink, run_dir: Path, done: set[str], todo: int) -> int:
+def _execute(*, plan: Plan, config: RunConfig, sink, run_dir: Path, done: set[str], todo: int) -> int:
     from tqdm import tqdm
 
     from runner.execution.scheduler import DeadlineReached, ExecutionSettings, Interrupted, Scheduler
     from runner.sinks.tracking import open_tracker
 
-    device = inputs.engine.get("device", "cpu")
-    execution = inputs.execution
-    try:
-        options = execution_options(execution, sweep=_sweep_section(run_dir))
-    except PlanError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    device = config.engine.device
+    execution = config.execution
+    options = execution_options(execution, sweep=config.sweep)
     # Signals arrive as KeyboardInterrupt from here on. (Ray in a side thread lost its GCS connection.)
     previous = {sig: signal.signal(sig, _raise_interrupt) for sig in (signal.SIGTERM, signal.SIGINT)}
     progress = tracker = None
     try:
-        if not inputs.cluster.get("address"):
-            _prepare_builtin_model(inputs.model)
-        capacity = start_ray(inputs.cluster, device=device)
+        if not config.cluster.address:
+            _prepare_builtin_model(config.model)
+        capacity = start_ray(config.cluster, device=device)
         for sig in previous:  # again: ray.init installs its own SIGTERM handler (which aborted the process)
             signal.signal(sig, _raise_interrupt)
         settings = ExecutionSettings(device=device, max_parallel_engines=capacity.max_parallel_engines,
                                      device_units=capacity.device_units,
-                                     cpus_per_engine=float(inputs.cluster.get("cpus_per_engine") or 1),
-                                     env=execution_env(inputs.engine),
-                                     trial_timeout_s=float(execution.get("trial_timeout_s", 1800)),
-                                     start_timeout_s=float(execution.get("start_timeout_s", 1800)),
-                                     max_trial_retries=int(execution.get("max_trial_retries", 1)),
-                                     slo={k: v for k, v in (execution.get("slo") or {}).items() if v is not None},
-                                     cpu_kv_gib=float(inputs.engine.get("cpu_kvcache_space_gib") or 1), **options)
+                                     cpus_per_engine=float(config.cluster.cpus_per_engine),
+                                     env=execution_env(config.engine),
+                                     trial_timeout_s=float(execution.trial_timeout_s),
+                                     start_timeout_s=float(execution.start_timeout_s),
+                                     max_trial_retries=execution.max_trial_retries,
+                                     slo=execution.slo.targets(),
+                                     cpu_kv_gib=float(config.engine.cpu_kvcache_space_gib or 1), **options)
         from runner.execution.scheduler import describe_rounds
 
         print("\n".join(describe_rounds(plan, device=device, resident=settings.resident,
                                         lanes=capacity.device_units)), flush=True)
-        keys = RunKeys(sweep=plan.sweep, run_id=inputs.run)
-        tracker = open_tracker(tracking=inputs.tracking, keys=keys, run_dir=run_dir, plan=plan)
+        keys = RunKeys(sweep=plan.sweep, run_id=config.run)
+        tracker = open_tracker(tracking=config.tracking, keys=keys, run_dir=run_dir, plan=plan)
         progress = tqdm(total=todo, desc="trials", unit="trial", dynamic_ncols=True)
-        scheduler = Scheduler(plan=plan, model_cfg=inputs.model, keys=keys, sink=sink, settings=settings,
+        scheduler = Scheduler(plan=plan, model_cfg=config.model, keys=keys, sink=sink, settings=settings,
                               log_dir=run_dir / "logs", on_trial=tracker.log_trial, on_engine=tracker.log_engine,
                               progress=progress, launched_at=process_started_at())
         scheduler.run(skip_trial_ids=done | _skipped_ids(sink))
@@ -334,15 +256,6 @@ def process_started_at() -> float:
 _IMPORTED_AT = time.time()
 
 
-def _sweep_section(run_dir: Path) -> dict:
-    """sweep.race lives in the saved config (SweepInputs does not carry it)."""
-    try:
-        cfg = OmegaConf.load(run_dir / "config.yaml")
-        return OmegaConf.to_container(cfg.get("sweep") or {}, resolve=True) or {}
-    except Exception:
-        return {}
-
-
 def _skipped_ids(sink) -> set[str]:
     """Race-eliminated trials are done: a resume does not run them (nor does retry_failed)."""
     return {r["trial_id"] for r in getattr(sink, "rows", {}).get("trials", []) if r.get("status") == "skipped"}
@@ -374,11 +287,12 @@ def _shutdown_ray() -> None:
     worker.join(timeout=8)
 
 
-CONF_DIR = str(Path(__file__).resolve().parents[1] / "conf")
-
-
 @hydra.main(version_base=None, config_path=CONF_DIR, config_name="config")
 def main(cfg: DictConfig) -> None:
+    task(cfg)
+
+
+def task(cfg: DictConfig) -> None:
     from hydra.core.hydra_config import HydraConfig
 
     run_dir = Path(HydraConfig.get().runtime.output_dir)
@@ -388,15 +302,14 @@ def main(cfg: DictConfig) -> None:
 
 
 def console_main() -> None:
-    refuse_bad_overrides(sys.argv[1:])
-    main()
-
-
-def refuse_bad_overrides(argv: list[str]) -> None:
-    """A typo in an override (or an unknown group option) exits 2 with the fix, before Hydra's own message."""
-    if any(arg.startswith("-") for arg in argv):  # Hydra's flags (--cfg, -m, …): its own parser decides
+    """Composes the config once. Hydra's own flags (--help, --cfg, -m, …) go through hydra.main (which
+    composes once too); a plain run composes here, so that bad overrides exit 2, each with its fix."""
+    argv = sys.argv[1:]
+    if any(arg.startswith("-") for arg in argv):
+        main()
         return
-    errors = check_overrides(argv, config_dir=CONF_DIR)
-    if errors:
-        print("error: invalid overrides:\n  - " + "\n  - ".join(errors), file=sys.stderr)
+    try:
+        run_job(argv, task)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
         sys.exit(2)

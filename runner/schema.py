@@ -28,6 +28,13 @@ class EngineSettings:
     # Everything else passed through to vLLM, as canonical JSON.
     engine_args_json: str = "{}"
 
+    @property
+    def spec(self):
+        """The speculative arm (method, k) of these settings: runner.config.schema.SpecArm."""
+        from runner.config.schema import SpecArm
+
+        return SpecArm.of(self.spec_method, self.num_speculative_tokens)
+
 
 @dataclass(kw_only=True)
 class EngineRecord(EngineSettings):

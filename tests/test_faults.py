@@ -35,9 +35,11 @@ TRIAL_TIMEOUT_S = 20
 
 def kv_bytes_per_token() -> int:
     """The embedded model's KV bytes per token under MTP, from its own config.json."""
+    from runner.config.schema import ModelSection
     from runner.models.source import resolve_model_source
 
-    path = resolve_model_source({"builtin": "tiny_mtp", "weights": "dummy", "load_format": "dummy"}).path
+    path = resolve_model_source(ModelSection(name="tiny-mtp-dummy", builtin="tiny_mtp", weights="dummy",
+                                             load_format="dummy")).path
     c = json.loads((Path(path) / "config.json").read_text())
     head_dim = c.get("head_dim") or c["hidden_size"] // c["num_attention_heads"]
     layers = c["num_hidden_layers"] + c.get("num_nextn_predict_layers", 1)
@@ -266,12 +268,13 @@ def test_actor_env_unsets_the_process_wide_kv_size_for_a_per_engine_one():
 
 
 def test_cluster_capacity():
+    from runner.config.schema import ClusterSection
     from runner.execution.scheduler import cluster_capacity
 
-    assert cluster_capacity(cluster={"cpu_engine_slots": 2}, device="cpu", resources={}).device_units == 2
-    gpu = cluster_capacity(cluster={}, device="cuda", resources={"GPU": 8.0})
+    assert cluster_capacity(cluster=ClusterSection(cpu_engine_slots=2), device="cpu", resources={}).device_units == 2
+    gpu = cluster_capacity(cluster=ClusterSection(), device="cuda", resources={"GPU": 8.0})
     assert (gpu.device_units, gpu.max_parallel_engines) == (8, 8)
-    assert cluster_capacity(cluster={"max_parallel_engines": 3}, device="cuda",
+    assert cluster_capacity(cluster=ClusterSection(max_parallel_engines=3), device="cuda",
                             resources={"GPU": 8}).max_parallel_engines == 3
 
 

@@ -1,6 +1,7 @@
 import pytest
 
-from runner.plan.grid import PlanError, build_plan, spec_arms, stable_hash
+from runner.config.schema import SpecArm, run_config, spec_arms
+from runner.plan.grid import PlanError, build_plan, stable_hash
 
 GRID = {"spec_method": ["off", "mtp"], "num_speculative_tokens": [1, 2, 3], "enable_prefix_caching": [True],
         "gpu_memory_utilization": [0.9], "max_model_len": [1024], "concurrency": [1, 4]}
@@ -10,11 +11,12 @@ def plan(**over):
     kwargs = dict(sweep_name="s", model="m", grid=GRID, workloads={"decode": {"input_len": 8, "output_len": 4}},
                   engine_args={"enforce_eager": True})
     kwargs.update(over)
-    return build_plan(**kwargs)
+    return build_plan(run_config(**kwargs))
 
 
 def test_off_takes_no_k_so_it_appears_once():
-    assert spec_arms(methods=["off", "mtp"], ks=[1, 2, 3]) == [("off", 0), ("mtp", 1), ("mtp", 2), ("mtp", 3)]
+    assert [a.label for a in spec_arms(methods=["off", "mtp"], ks=[1, 2, 3])] == ["off", "mtp:1", "mtp:2", "mtp:3"]
+    assert spec_arms(methods=[False], ks=[2]) == [SpecArm(method="off", k=0)]  # YAML's bare off
 
 
 def test_demo_grid_expands_to_four_engines_and_eight_trials():
@@ -83,15 +85,16 @@ def test_ids_come_from_an_explicit_identity_and_are_pinned():
     from runner.plan.grid import ENGINE_IDENTITY, engine_identity
     from runner.schema import EngineSettings
 
-    plan = build_plan(sweep_name="pin", model="tiny-mtp",
+    plan = build_plan(run_config(sweep_name="pin", model="tiny-mtp",
                       grid={"spec_method": ["off", "mtp"], "num_speculative_tokens": [2], "max_model_len": [1024],
                             "concurrency": [1, 4]},
                       workloads={"decode": {"input_len": 128, "output_len": 64}, "second_request": {"api": "async"}},
-                      engine_args={"enforce_eager": True, "seed": 0}, spec_extra={"mtp": {}})
+                      engine_args={"enforce_eager": True, "seed": 0}, spec_extra={"mtp": {}}))
     assert [e.engine_id for e in plan.engines] == ["e-ab8375ed530e", "e-8b9b23816727"]
     assert [t.trial_id for t in plan.trials][:3] == ["t-839c15f6b594", "t-705b50d3304f", "t-1db7132d6650"]
-    offline = build_plan(sweep_name="pin", model="tiny-mtp", grid={"spec_method": ["off"], "max_model_len": [1024]},
-                         workloads={"decode": {"api": "offline"}}, engine_args={})
+    offline = build_plan(run_config(sweep_name="pin", model="tiny-mtp",
+                                    grid={"spec_method": ["off"], "max_model_len": [1024]},
+                                    workloads={"decode": {"api": "offline"}}, engine_args={}))
     assert [e.engine_id for e in offline.engines] == ["e-698f9f656846"]
     # Every identity field is a settings field; a settings field outside the identity leaves ids alone.
     assert set(ENGINE_IDENTITY) <= {f.name for f in dataclasses.fields(EngineSettings)}

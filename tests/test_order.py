@@ -44,17 +44,18 @@ def ray_cluster():
 def engine_actor(ray, *, warmup: str):
     from runner.execution.actor import EngineActor
     from runner.measurement.records import RunKeys
+    from runner.config.schema import ModelSection, run_config
     from runner.plan.grid import build_plan
 
-    plan = build_plan(sweep_name="order", model="tiny-mtp", grid={"spec_method": ["off"], "max_model_len": [1024],
+    plan = build_plan(run_config(sweep_name="order", model="tiny-mtp", grid={"spec_method": ["off"], "max_model_len": [1024],
                                                                   "enable_prefix_caching": [True]},
-                      workloads={"decode": {}}, engine_args={"enforce_eager": True, "max_num_seqs": 8, "seed": 0})
+                      workloads={"decode": {}}, engine_args={"enforce_eager": True, "max_num_seqs": 8, "seed": 0}))
     engine = plan.engines[0]
     actor = ray.remote(num_cpus=1, max_restarts=0)(EngineActor).remote(
         env={"VLLM_CPU_KVCACHE_SPACE": "1", "TOKENIZERS_PARALLELISM": "false"},
         keys=RunKeys(sweep="order", run_id=warmup), warmup=warmup)
-    started = ray.get(actor.start.remote(engine=engine, model={"builtin": "tiny_mtp", "weights": "trained",
-                                                               "load_format": "auto"}), timeout=900)
+    started = ray.get(actor.start.remote(engine=engine, model=ModelSection(
+        name="tiny-mtp", builtin="tiny_mtp", weights="trained", load_format="auto")), timeout=900)
     assert started.ok, started.failure_reason
     return engine, actor
 

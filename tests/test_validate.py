@@ -6,25 +6,19 @@ composed config); a few go through `python -m runner` itself with dry_run=false.
 from __future__ import annotations
 
 import pytest
-from hydra import compose, initialize_config_dir
-
-from runner.cli import CONF_DIR, SweepInputs, make_plan
-from runner.plan.grid import PlanError
-from runner.plan.validate import check_overrides
+from runner.cli import CONF_DIR, make_plan
+from runner.config.overrides import check_overrides
+from runner.config.schema import ConfigError
+from runner.config.store import load_config
 
 from conftest import run_cli
 
 
 def plan_error(overrides: list[str]) -> str:
-    """What the CLI would print for these overrides ('' when the plan is valid)."""
-    errors = check_overrides(overrides, config_dir=CONF_DIR)
-    if errors:
-        return "\n".join(errors)
-    with initialize_config_dir(version_base=None, config_dir=CONF_DIR):
-        cfg = compose(config_name="config", overrides=["tracking=none", *overrides])
+    """What the CLI would print for these overrides ('' when the plan is valid): composed once, typed once."""
     try:
-        make_plan(SweepInputs.from_config(cfg))
-    except PlanError as exc:
+        make_plan(load_config(["tracking=none", *overrides]))
+    except ConfigError as exc:
         return str(exc)
     return ""
 

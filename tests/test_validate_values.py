@@ -109,13 +109,10 @@ def test_documented_forms_are_accepted(overrides):
 
 
 def _plan(overrides, warnings=None):
-    from hydra import compose, initialize_config_dir
+    from runner.cli import make_plan
+    from runner.config.store import load_config
 
-    from runner.cli import CONF_DIR, SweepInputs, make_plan
-
-    with initialize_config_dir(version_base=None, config_dir=CONF_DIR):
-        cfg = compose(config_name="config", overrides=["tracking=none", *overrides])
-    return make_plan(SweepInputs.from_config(cfg), warn=(warnings.append if warnings is not None else None))
+    return make_plan(load_config(["tracking=none", *overrides]), warn=(warnings.append if warnings is not None else None))
 
 
 def test_engines_that_differ_only_in_an_engine_axis_are_labelled_apart():
@@ -138,7 +135,9 @@ def test_capacity_wall_is_warned_and_still_planned():
 def test_mtp_layers_count_in_the_kv_estimate():
     from runner.plan.validate import kv_bytes_per_token, model_shape
 
-    shape = model_shape({"builtin": "tiny_mtp"})
+    from runner.config.schema import ModelSection
+
+    shape = model_shape(ModelSection(name="tiny-mtp", builtin="tiny_mtp"))
     off = kv_bytes_per_token(shape=shape, engine_args={}, spec_method="off")
     mtp = kv_bytes_per_token(shape=shape, engine_args={}, spec_method="mtp")
     fp8 = kv_bytes_per_token(shape=shape, engine_args={"kv_cache_dtype": "fp8"}, spec_method="off")
@@ -219,7 +218,8 @@ def test_grid_values_follow_vllm_rules_too():
 
 
 def test_labels_name_every_difference_and_nothing_shared():
-    from runner.plan.labels import engine_labels, spec_arm_label
+    from runner.config.schema import SpecArm
+    from runner.plan.labels import engine_labels
     from runner.schema import EngineSettings
 
     base = dict(model="m", max_model_len=1024)
@@ -232,9 +232,15 @@ def test_labels_name_every_difference_and_nothing_shared():
     assert labels == ["off pc=on kv_cache_dtype=auto", "off pc=on kv_cache_dtype=fp8",
                       "mtp:2 pc=off kv_cache_dtype=fp8"]
     assert len(set(labels)) == 3
-    assert spec_arm_label("ngram", 3) == "ngram:3" and spec_arm_label("off", 0) == "off"
+    assert SpecArm(method="ngram", k=3).label == "ngram:3" and SpecArm(method="off", k=2).label == "off"
+    assert SpecArm.parse("mtp:2") == SpecArm(method="mtp", k=2) and SpecArm.parse("off") == SpecArm.of(False)
+    assert SpecArm(method="ngram", k=3).speculative_config({"prompt_lookup_max": 4}) == {
+        "prompt_lookup_min": 2, "prompt_lookup_max": 4, "method": "ngram", "num_speculative_tokens": 3}
+    assert SpecArm.of(None, 0).speculative_config() is None
 
 
 def test_make_plan_raises_plan_error_not_a_traceback():
-    with pytest.raises(PlanError):
+    from runner.config.schema import ConfigError
+
+    with pytest.raises(ConfigError):
         _plan(["sweep.repeats=abc"])

@@ -8,6 +8,7 @@ import pytest
 from runner.schema import EngineRecord, RequestRecord, TrialRecord
 from runner.sinks import wandb_sink
 from runner.sinks.parquet import ParquetSink, read_frame
+from runner.config.schema import TrackingSection
 from runner.sinks.tracking import NullTracker, open_tracker
 from runner.sinks.wandb_sink import WandbTarget, export_run, trial_config, trial_summary
 
@@ -123,10 +124,10 @@ def test_a_wandb_failure_stops_the_export_and_loses_nothing(run_dir, monkeypatch
 
 
 def test_tracker_choice(tmp_path):
-    assert isinstance(open_tracker(tracking={"enabled": False}, keys=None, run_dir=tmp_path, plan=None), NullTracker)
-    assert isinstance(open_tracker(tracking={"enabled": True, "mode": "disabled"}, keys=None, run_dir=tmp_path,
+    assert isinstance(open_tracker(tracking=TrackingSection(enabled=False), keys=None, run_dir=tmp_path, plan=None), NullTracker)
+    assert isinstance(open_tracker(tracking=TrackingSection(enabled=True, mode="disabled"), keys=None, run_dir=tmp_path,
                                    plan=None), NullTracker)
-    tracker = open_tracker(tracking={"enabled": True, "mode": "offline"}, keys=None, run_dir=tmp_path, plan=None)
+    tracker = open_tracker(tracking=TrackingSection(enabled=True, mode="offline"), keys=None, run_dir=tmp_path, plan=None)
     assert isinstance(tracker, wandb_sink.WandbTracker) and tracker.target.mode == "offline"
 
 

@@ -7,8 +7,9 @@ import pytest
 from runner.measurement import prompts
 from runner.measurement.prompts import PromptMaker, TokenStream, insert_at, needle
 from runner.measurement.workloads import WORKLOADS, workload_class
+from runner.config.schema import run_config
 from runner.plan.grid import PlanError, build_plan
-from runner.plan.validate import check_workloads, validate
+from runner.plan.validate import check_workloads
 
 ROOT = Path(__file__).resolve().parents[1]
 STUDIES = ["mtp_vs_prefix_cache", "mtp_bringup", "draft_count"]
@@ -121,7 +122,7 @@ ARMS = [{"spec_method": "off", "enable_prefix_caching": True},
 def arm_plan(**over):
     kwargs = dict(sweep_name="s", model="m", grid=GRID, workloads={"decode": {}}, engine_args={}, arms=ARMS)
     kwargs.update(over)
-    return build_plan(**kwargs)
+    return build_plan(run_config(**kwargs))
 
 
 def test_explicit_arms_give_exactly_those_engines():
@@ -130,24 +131,26 @@ def test_explicit_arms_give_exactly_those_engines():
            for e in p.engines]
     assert got == [("off", 0, True), ("mtp", 3, False), ("mtp", 3, True)]
     # An arm's engine is the same engine (same id) as the grid would give for those settings.
-    grid_only = build_plan(sweep_name="s", model="m", grid={**GRID, "spec_method": ["off"]},
-                           workloads={"decode": {}}, engine_args={})
+    grid_only = build_plan(run_config(sweep_name="s", model="m", grid={**GRID, "spec_method": ["off"]},
+                                      workloads={"decode": {}}, engine_args={}))
     assert grid_only.engines[0].engine_id == p.engines[0].engine_id
 
 
 def test_explicit_arms_are_checked():
-    with pytest.raises(PlanError, match="not an engine axis"):
-        arm_plan(arms=[{"concurrency": 2}])
+    from runner.config.schema import ConfigError
+    from runner.config.store import load_config
+
+    with pytest.raises(ConfigError, match="not an engine axis"):
+        load_config(["sweep.arms=[{concurrency:2}]"])
     with pytest.raises(PlanError, match="give the same engine"):
         arm_plan(arms=[ARMS[0], dict(ARMS[0])])
-    with pytest.raises(PlanError, match="unknown speculative method 'mtpp'"):
-        validate(grid=GRID, model={"builtin": "tiny_mtp"}, workloads={"decode": {}}, engine_args={},
-                 engine_axes={}, known_engine_args=None, arms=[{"spec_method": "mtpp"}])
+    with pytest.raises(ConfigError, match="unknown speculative method 'mtpp'"):
+        arm_plan(arms=[{"spec_method": "mtpp"}])
 
 
 def test_offline_api_gets_its_own_engines():
-    p = build_plan(sweep_name="s", model="m", grid={"spec_method": ["off"], "concurrency": [2]},
-                   workloads={"decode": {"api": "offline"}, "second_request": {}}, engine_args={})
+    p = build_plan(run_config(sweep_name="s", model="m", grid={"spec_method": ["off"], "concurrency": [2]},
+                              workloads={"decode": {"api": "offline"}, "second_request": {}}, engine_args={}))
     assert [e.api for e in p.engines] == ["async", "offline"]
     offline = p.engines[1]
     assert [t.workload for t in p.trials_of(offline.engine_id)] == ["decode"]
@@ -163,23 +166,22 @@ def compose(*overrides):
 
 @pytest.mark.parametrize("study", STUDIES)
 def test_named_study_plans_validate_scaled_down_and_full_size(study, tmp_path):
-    from runner.cli import SweepInputs, make_plan
-    from runner.plan.presets import apply_preset
+    from runner.cli import make_plan
+    from runner.config.store import typed
 
-    cpu = make_plan(SweepInputs.from_config(apply_preset(compose(f"sweep={study}", "sweep.preset=cpu"))),
-                    check_engine_args=False)
+    cpu = make_plan(typed(compose(f"sweep={study}", "sweep.preset=cpu")), check_engine_args=False)
     assert cpu.sweep == study and cpu.trials
     assert all(e.settings.max_model_len <= 4096 for e in cpu.engines)
-    full = make_plan(SweepInputs.from_config(apply_preset(compose(f"sweep={study}", "model=mimo_7b_dummy",
-                                                                  "engine=gpu", f"model.path={tmp_path}"))),
+    full = make_plan(typed(compose(f"sweep={study}", "model=mimo_7b_dummy", "engine=gpu", f"model.path={tmp_path}")),
                      check_engine_args=False)
     assert len(full.trials) > len(cpu.trials)
 
 
 def test_study_a_has_its_three_arms():
-    from runner.cli import SweepInputs, make_plan
+    from runner.cli import make_plan
+    from runner.config.store import typed
 
-    plan = make_plan(SweepInputs.from_config(compose("sweep=mtp_vs_prefix_cache")), check_engine_args=False)
+    plan = make_plan(typed(compose("sweep=mtp_vs_prefix_cache")), check_engine_args=False)
     got = {(e.settings.spec_method, e.settings.num_speculative_tokens, e.settings.enable_prefix_caching)
            for e in plan.engines}
     assert got == {("off", 0, True), ("mtp", 3, False), ("mtp", 3, True)}
@@ -189,7 +191,8 @@ def test_study_a_has_its_three_arms():
 
 
 def test_unknown_preset_lists_the_valid_ones():
-    from runner.plan.presets import apply_preset
+    from runner.config.presets import apply_preset
+    from runner.config.schema import ConfigError
 
-    with pytest.raises(PlanError, match="valid: cpu"):
+    with pytest.raises(ConfigError, match="valid: cpu"):
         apply_preset(compose("sweep=draft_count", "sweep.preset=tiny"))

@@ -233,5 +233,5 @@ def _host_available_gib() -> float | None:
     return None
 
 
-def _resolve_model(model_cfg: dict) -> ModelSource:
+def _resolve_model(model_cfg) -> ModelSource:
     return resolve_model_source(model_cfg)

@@ -11,7 +11,6 @@ from runner.measurement.metrics import Timeline
 from runner.measurement.workloads.base import RequestResult
 from runner.models.source import ModelSource
 from runner.plan.grid import EngineConfig
-from runner.plan.spec_methods import speculative_config
 
 
 def engine_kwargs(*, engine: EngineConfig, model: ModelSource) -> dict:
@@ -29,7 +28,7 @@ def engine_kwargs(*, engine: EngineConfig, model: ModelSource) -> dict:
         disable_log_stats=False,
         worker_extension_cls="runner.execution.worker_probe.MemoryProbe",
     )
-    spec = speculative_config(method=s.spec_method, k=s.num_speculative_tokens, extra=engine.spec_extra)
+    spec = s.spec.speculative_config(engine.spec_extra)
     if spec is not None:
         kwargs["speculative_config"] = spec
         if per_request_spec_supported():

@@ -115,7 +115,7 @@ class _Dying:
 
 
 class Scheduler:
-    def __init__(self, *, plan: Plan, model_cfg: dict, keys: RunKeys, sink, settings: ExecutionSettings,
+    def __init__(self, *, plan: Plan, model_cfg, keys: RunKeys, sink, settings: ExecutionSettings,
                  log_dir: Path, on_trial: Callable | None = None, on_engine: Callable | None = None,
                  progress=None, launched_at: Optional[float] = None):
         self.plan = plan
@@ -421,7 +421,7 @@ class Scheduler:
         engine = lane.current.engine
         sleepy = self.settings.device == "cuda" and lane.max_resident > 1
         ref = lane.current.actor.start.remote(engine=engine_for_actor(engine, sleep_mode=sleepy),
-                                              model=dict(self.model_cfg))
+                                              model=self.model_cfg)
         self._call(lane, Phase.START, ref, self.settings.start_timeout_s)
         if self.settings.device == "cpu":
             self._preload(lane)
@@ -445,7 +445,7 @@ class Scheduler:
             engine = self.plan.engine(engine_id)
             actor = lane.spare if lane.spare is not None else self._new_actor(lane, engine)
             lane.spare = None
-            ref = actor.start.remote(engine=engine_for_actor(engine), model=dict(self.model_cfg))
+            ref = actor.start.remote(engine=engine_for_actor(engine), model=self.model_cfg)
             lane.preloading[engine_id] = (_Resident(engine=engine, actor=actor), ref, time.time())
 
     def _after_load(self, lane: _Lane) -> None:
@@ -1092,7 +1092,7 @@ class Capacity:
     max_parallel_engines: int
 
 
-def cluster_capacity(*, cluster: dict, device: str, resources: Optional[dict] = None) -> Capacity:
+def cluster_capacity(*, cluster, device: str, resources: Optional[dict] = None) -> Capacity:
     """What the cluster offers; `resources` is Ray's cluster_resources() (None: from the running Ray)."""
     if device == "cuda":
         if resources is None:
@@ -1101,8 +1101,8 @@ def cluster_capacity(*, cluster: dict, device: str, resources: Optional[dict] = 
             resources = ray.cluster_resources()
         units = int(resources.get("GPU", 0))
     else:
-        units = int(cluster.get("cpu_engine_slots") or 1)
-    cap = int(cluster.get("max_parallel_engines") or max(units, 1))
+        units = int(cluster.cpu_engine_slots or 1)
+    cap = int(cluster.max_parallel_engines or max(units, 1))
     return Capacity(device_units=max(units, 1), max_parallel_engines=cap)
 
 

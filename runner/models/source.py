@@ -6,6 +6,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+from runner.config.schema import ModelSection
+
 
 @dataclass(kw_only=True)
 class ModelSource:
@@ -18,14 +20,14 @@ class ModelSource:
     first_token_id: int = 0
 
 
-def tiny_weights(model_cfg: dict) -> str:
+def tiny_weights(model_cfg: ModelSection) -> str:
     """Trained weights unless told otherwise; dummy weights need no training (and no file)."""
-    return model_cfg.get("weights") or ("dummy" if model_cfg.get("load_format") == "dummy" else "trained")
+    return model_cfg.weights or ("dummy" if model_cfg.load_format == "dummy" else "trained")
 
 
-def resolve_model_source(model_cfg: dict) -> ModelSource:
-    builtin = model_cfg.get("builtin")
-    load_format = model_cfg.get("load_format", "auto")
+def resolve_model_source(model_cfg: ModelSection) -> ModelSource:
+    builtin = model_cfg.builtin
+    load_format = model_cfg.load_format
     if builtin == "tiny_mtp":
         from runner.models.tiny import ensure_tiny_model
 
@@ -42,15 +44,15 @@ def resolve_model_source(model_cfg: dict) -> ModelSource:
         raise ValueError(f"unknown builtin model {builtin!r}; valid: tiny_mtp, mimo_7b "
                          f"(fix: model.builtin=tiny_mtp or model.path=...)")
     else:
-        path = model_cfg["path"]
+        path = model_cfg.path
     vocab = 0
     config_file = Path(path) / "config.json"
     if config_file.exists():
         vocab = int(json.loads(config_file.read_text()).get("vocab_size", 0))
     return ModelSource(
         path=path,
-        tokenizer=model_cfg.get("tokenizer"),
+        tokenizer=model_cfg.tokenizer,
         load_format=load_format,
-        vocab_size=int(model_cfg.get("prompt_token_high") or vocab),
-        first_token_id=int(model_cfg.get("prompt_token_low", 0)),
+        vocab_size=int(model_cfg.prompt_token_high or vocab),
+        first_token_id=int(model_cfg.prompt_token_low),
     )

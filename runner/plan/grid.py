@@ -1,4 +1,4 @@
-"""Grid expansion: a resolved config in, trials with stable ids out. Pure."""
+"""Grid expansion: the typed config (runner.config.schema) in, engines and trials with stable ids out. Pure."""
 from __future__ import annotations
 
 import dataclasses
@@ -7,13 +7,9 @@ import itertools
 import json
 from dataclasses import dataclass, field
 
+from runner.config.schema import (ENGINE_AXES, TRIAL_AXES, ArmSection, ConfigError, RunConfig, SpecArm,  # noqa: F401
+                                   SweepSection, spec_arms)
 from runner.schema import EngineSettings
-
-# Grid axes that configure the engine (one engine load each).
-ENGINE_AXES = ("spec_method", "num_speculative_tokens", "enable_prefix_caching",
-               "gpu_memory_utilization", "max_model_len")
-# Grid axes that vary the load driven through one engine.
-TRIAL_AXES = ("concurrency",)
 
 
 # What defines an engine, and so its id: named here, not derived from EngineSettings' fields, so that a new
@@ -34,7 +30,7 @@ def engine_id_of(settings: EngineSettings, *, spec_extra: dict, api: str = "asyn
     return "e-" + stable_hash(key)
 
 
-class PlanError(ValueError):
+class PlanError(ConfigError):
     """A plan that must not start; the message names the override that fixes it."""
 
 
@@ -98,92 +94,54 @@ def _refuse_duplicates(values: list, *, axis: str) -> None:
         seen.add(key)
 
 
-def spec_arms(*, methods: list[str], ks: list[int]) -> list[tuple[str, int]]:
-    """Method × k, where `off` takes no k (so it appears once)."""
-    arms: list[tuple[str, int]] = []
-    for method in methods:
-        for k in ([0] if method == "off" else ks):
-            if (method, k) not in arms:
-                arms.append((method, int(k)))
-    return arms
+SCALAR_AXES = tuple(a for a in ENGINE_AXES if a not in ("spec_method", "num_speculative_tokens"))
 
 
-def normalize_arms(arms) -> list[dict]:
-    """Explicit engine arms (`sweep.arms`): each a dict of engine-axis values that replace the grid's
-    values of those axes; axes an arm does not name keep the grid's values (still a product)."""
-    if arms is None:
-        return []
-    if not isinstance(arms, (list, tuple)):
-        raise PlanError(f"sweep.arms must be a list of dicts, got {arms!r} (fix: sweep.arms=[{{spec_method: 'off'}}])")
-    out = []
+def _arm_points(sweep: SweepSection) -> list[tuple[int | None, list[SpecArm], dict[str, list]]]:
+    """(arm index or None, spec arms, the other engine axes' values) per explicit arm, or once for the grid."""
+    grid = sweep.grid
+    arms: list[ArmSection | None] = list(sweep.arms) if sweep.arms else [None]
+    points = []
     for i, arm in enumerate(arms):
-        if not isinstance(arm, dict) or not arm:
-            raise PlanError(f"sweep.arms[{i}] must be a non-empty dict of engine axes, got {arm!r} "
-                            f"(fix: sweep.arms=[{{spec_method: 'off', enable_prefix_caching: true}}])")
-        unknown = sorted(set(arm) - set(ENGINE_AXES))
-        if unknown:
-            raise PlanError(f"sweep.arms[{i}] names {unknown[0]!r}, not an engine axis; valid: "
-                            f"{', '.join(ENGINE_AXES)} (fix: remove it from sweep.arms[{i}])")
-        arm = dict(arm)
-        if "spec_method" in arm and (arm["spec_method"] is False or arm["spec_method"] is None):
-            arm["spec_method"] = "off"  # YAML reads a bare `off` as false
-        for name, value in arm.items():
-            if isinstance(value, (list, tuple, dict)):
-                raise PlanError(f"sweep.arms[{i}].{name} must be one value, got {value!r} "
-                                f"(fix: one arm per value)")
-        out.append(arm)
-    return out
+        named = arm.axes() if arm is not None else {}
+        methods = [named["spec_method"]] if "spec_method" in named else grid.values("spec_method")
+        ks = [named["num_speculative_tokens"]] if "num_speculative_tokens" in named else grid.values(
+            "num_speculative_tokens")
+        scalars = {}
+        for axis in SCALAR_AXES:
+            values = [named[axis]] if axis in named else _as_list(grid.values(axis), axis=axis)
+            _refuse_duplicates(values, axis=axis)
+            scalars[axis] = values
+        _refuse_duplicates(_as_list(methods, axis="spec_method"), axis="spec_method")
+        _refuse_duplicates(_as_list(ks, axis="num_speculative_tokens"), axis="num_speculative_tokens")
+        points.append((None if arm is None else i, spec_arms(methods=methods, ks=ks), scalars))
+    return points
 
 
-def expand_engines(*, model: str, grid: dict, engine_args: dict, engine_axes: dict,
-                   spec_extra: dict, tensor_parallel_size: int = 1, arms=None) -> list[EngineConfig]:
-    arms = normalize_arms(arms)
-    if not arms:
-        return _expand_grid(model=model, grid=grid, engine_args=engine_args, engine_axes=engine_axes,
-                            spec_extra=spec_extra, tensor_parallel_size=tensor_parallel_size)
+def expand_engines(*, model: str, sweep: SweepSection, engine_args: dict, spec_extra: dict,
+                   tensor_parallel_size: int = 1) -> list[EngineConfig]:
+    """Spec arms × the other engine axes × sweep.engine_axes, per explicit arm (sweep.arms) or for the grid."""
+    extra_axes = {name: _as_list(v, axis=f"engine_axes.{name}") for name, v in (sweep.engine_axes or {}).items()}
     engines: list[EngineConfig] = []
     first_arm: dict[str, int] = {}
-    for i, arm in enumerate(arms):
-        arm_grid = {**grid, **{name: [value] for name, value in arm.items()}}
-        for engine in _expand_grid(model=model, grid=arm_grid, engine_args=engine_args, engine_axes=engine_axes,
-                                   spec_extra=spec_extra, tensor_parallel_size=tensor_parallel_size):
-            if engine.engine_id in first_arm:
-                raise PlanError(f"sweep.arms[{i}] and sweep.arms[{first_arm[engine.engine_id]}] give the same "
-                                f"engine (fix: remove one of them)")
-            first_arm[engine.engine_id] = i
+    for index, arms, scalars in _arm_points(sweep):
+        for arm, values, extras in itertools.product(arms, itertools.product(*scalars.values()),
+                                                     itertools.product(*extra_axes.values())):
+            args = dict(engine_args)
+            args.update(dict(zip(extra_axes, extras)))
+            settings = EngineSettings(model=model, spec_method=arm.method, num_speculative_tokens=arm.k,
+                                      tensor_parallel_size=tensor_parallel_size,
+                                      engine_args_json=json.dumps(args, sort_keys=True, default=str),
+                                      **dict(zip(scalars, values)))
+            method_extra = dict((spec_extra or {}).get(arm.method) or {})
+            engine = EngineConfig(engine_id=engine_id_of(settings, spec_extra=method_extra), settings=settings,
+                                  engine_args=args, spec_extra=method_extra)
+            if index is not None:
+                if engine.engine_id in first_arm:
+                    raise PlanError(f"sweep.arms[{index}] and sweep.arms[{first_arm[engine.engine_id]}] give the "
+                                    f"same engine (fix: remove one of them)")
+                first_arm[engine.engine_id] = index
             engines.append(engine)
-    return engines
-
-
-def _expand_grid(*, model: str, grid: dict, engine_args: dict, engine_axes: dict,
-                 spec_extra: dict, tensor_parallel_size: int = 1) -> list[EngineConfig]:
-    axes = {name: _as_list(grid[name], axis=name) for name in ENGINE_AXES if name in grid}
-    for name, values in axes.items():
-        _refuse_duplicates(values, axis=name)
-    extra_axes = {name: _as_list(v, axis=f"engine_axes.{name}") for name, v in (engine_axes or {}).items()}
-    arms = spec_arms(methods=axes.pop("spec_method", ["off"]), ks=axes.pop("num_speculative_tokens", [1]))
-    scalar_names = list(axes)
-    engines: list[EngineConfig] = []
-    for (method, k), scalars, extras in itertools.product(
-        arms,
-        itertools.product(*axes.values()),
-        itertools.product(*extra_axes.values()),
-    ):
-        settings_kwargs = dict(zip(scalar_names, scalars))
-        args = dict(engine_args)
-        args.update(dict(zip(extra_axes, extras)))
-        settings = EngineSettings(
-            model=model,
-            spec_method=method,
-            num_speculative_tokens=k,
-            tensor_parallel_size=tensor_parallel_size,
-            engine_args_json=json.dumps(args, sort_keys=True, default=str),
-            **settings_kwargs,
-        )
-        method_extra = dict((spec_extra or {}).get(method) or {})
-        engine_id = engine_id_of(settings, spec_extra=method_extra)
-        engines.append(EngineConfig(engine_id=engine_id, settings=settings, engine_args=args,
-                                    spec_extra=method_extra))
     return engines
 
 
@@ -246,14 +204,14 @@ def workload_apis(workloads: dict[str, dict]) -> list[str]:
     return sorted(apis, key=lambda a: (a != "async", a))
 
 
-def build_plan(*, sweep_name: str, model: str, grid: dict, workloads: dict[str, dict],
-               engine_args: dict, engine_axes: dict | None = None, spec_extra: dict | None = None,
-               repeats: int = 1, tensor_parallel_size: int = 1, arms=None) -> Plan:
-    engines = expand_engines(model=model, grid=grid, engine_args=engine_args, engine_axes=engine_axes or {},
-                             spec_extra=spec_extra or {}, tensor_parallel_size=tensor_parallel_size, arms=arms)
+def build_plan(config: RunConfig) -> Plan:
+    """The plan of a typed config (validated by runner.plan.validate first)."""
+    engines = expand_engines(model=config.model.name, sweep=config.sweep, engine_args=dict(config.engine.args),
+                             spec_extra=config.spec, tensor_parallel_size=config.engine.tensor_parallel_size)
+    workloads = config.workload
     if not workloads:
-        raise PlanError("the sweep names no workload (fix: sweep.workloads=[decode])")
+        raise PlanError("the sweep names no workload (fix: workload=[decode])")
     engines = [with_api(e, api) for api in workload_apis(workloads) for e in engines]
-    trials = expand_trials(engines=engines, workloads=workloads, concurrency=grid.get("concurrency", [1]),
-                           repeats=repeats)
-    return Plan(sweep=sweep_name, engines=engines, trials=trials)
+    trials = expand_trials(engines=engines, workloads=workloads, concurrency=config.sweep.grid.concurrency,
+                           repeats=config.sweep.repeats)
+    return Plan(sweep=config.sweep.name, engines=engines, trials=trials)

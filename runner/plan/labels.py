@@ -17,12 +17,6 @@ _SHORT = {"enable_prefix_caching": "pc", "gpu_memory_utilization": "mem", "max_m
 UNSET = "unset"
 
 
-def spec_arm_label(method: str, k: int) -> str:
-    """"off", "mtp:2", "ngram:3" (off takes no k)."""
-    method = "off" if method in (None, False, "off") else str(method)
-    return "off" if method == "off" else f"{method}:{int(k)}"
-
-
 def _text(value) -> str:
     if isinstance(value, bool):
         return "on" if value else "off"
@@ -56,14 +50,14 @@ def engine_labels(settings: Sequence[EngineSettings], *, apis: Optional[Sequence
     for p in parts:
         names += [n for n in p if n not in names]
     differing = [n for n in names if len({p.get(n, UNSET) for p in parts}) > 1]
-    return [" ".join([spec_arm_label(s.spec_method, s.num_speculative_tokens)]
+    return [" ".join([s.spec.label]
                      + [f"{n}={p.get(n, UNSET)}" for n in differing])
             for s, p in zip(settings, parts)]
 
 
 def full_label(s: EngineSettings) -> str:
     """One engine seen alone: the spec arm and every setting (where the other engines are not known)."""
-    return " ".join([spec_arm_label(s.spec_method, s.num_speculative_tokens)]
+    return " ".join([s.spec.label]
                     + [f"{n}={v}" for n, v in _parts(s).items() if n != "model"])
 
 

@@ -1,13 +1,25 @@
-"""Check the whole plan before any engine starts. Each message names the override that fixes it."""
+"""Check the typed config against its environment before any engine starts: the model's files, the workloads'
+parameters, vLLM's engine-argument rules, capacity. (Each section's own values are checked as it is built, in
+runner.config.schema.) Each message names the override that fixes it."""
 from __future__ import annotations
 
 import os
 from typing import Iterable, Optional
 
-from runner.plan.grid import ENGINE_AXES, TRIAL_AXES, PlanError
-from runner.plan.spec_methods import SPEC_METHODS
+from runner.config.schema import (ENGINE_AXES, SPEC_METHODS, TRIAL_AXES, EngineSection, ModelSection, RunConfig,
+                                   SweepSection)
+from runner.plan.grid import PlanError
 
 GRID_AXES = set(ENGINE_AXES) | set(TRIAL_AXES)
+
+
+def grid_values(sweep: SweepSection) -> dict[str, list]:
+    """Each grid axis's values plus those the explicit arms (sweep.arms) name, for the per-value checks."""
+    values = {axis: sweep.grid.values(axis) for axis in (*ENGINE_AXES, *TRIAL_AXES)}
+    for arm in sweep.arms or []:
+        for name, value in arm.axes().items():
+            values[name] += [value] if value not in values[name] else []
+    return values
 
 
 def _values(grid: dict, axis: str) -> list:
@@ -15,54 +27,14 @@ def _values(grid: dict, axis: str) -> list:
     return list(v) if isinstance(v, (list, tuple)) else ([] if v is None else [v])
 
 
-def check_grid(grid: dict) -> list[str]:
-    errors = []
-    for axis in grid:
-        if axis not in GRID_AXES:
-            errors.append(f"unknown grid axis {axis!r}; valid: {', '.join(sorted(GRID_AXES))} "
-                          f"(fix: remove sweep.grid.{axis}, or put engine arguments under sweep.engine_axes.{axis})")
-    for axis in GRID_AXES & set(grid):
-        if not _values(grid, axis):
-            errors.append(f"grid axis {axis!r} has no values (fix: sweep.grid.{axis}=[...] with at least one value)")
-    methods = _values(grid, "spec_method") or ["off"]
-    for m in methods:
-        if m not in SPEC_METHODS:
-            errors.append(f"unknown speculative method {m!r}; valid: {', '.join(SPEC_METHODS)} "
-                          f"(fix: sweep.grid.spec_method=[off,mtp])")
-    ks = _values(grid, "num_speculative_tokens") or [1]
-    for m in methods:
-        spec = SPEC_METHODS.get(m)
-        if spec is None or m == "off":
-            continue
-        for k in ks:
-            if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= spec.max_k:
-                errors.append(f"num_speculative_tokens={k!r} is outside 1..{spec.max_k} for {m!r} "
-                              f"(fix: sweep.grid.num_speculative_tokens=[1,2,3])")
-    for c in _values(grid, "concurrency"):
-        if not isinstance(c, int) or isinstance(c, bool) or c < 1:
-            errors.append(f"concurrency={c!r} must be an integer ≥ 1 (fix: sweep.grid.concurrency=[1,4])")
-    for u in _values(grid, "gpu_memory_utilization"):
-        if not isinstance(u, (int, float)) or isinstance(u, bool) or not 0 < u <= 1:
-            errors.append(f"gpu_memory_utilization={u!r} is outside (0, 1] "
-                          f"(fix: sweep.grid.gpu_memory_utilization=[0.9])")
-    for b in _values(grid, "enable_prefix_caching"):
-        if not isinstance(b, bool):
-            errors.append(f"enable_prefix_caching={b!r} must be true or false "
-                          f"(fix: sweep.grid.enable_prefix_caching=[true,false])")
-    for n in _values(grid, "max_model_len"):
-        if not isinstance(n, int) or isinstance(n, bool) or n < 16:
-            errors.append(f"max_model_len={n!r} must be an integer ≥ 16 (fix: sweep.grid.max_model_len=[2048])")
-    return errors
-
-
 def _looks_like_hub_id(path: str) -> bool:
     return path.count("/") == 1 and not path.startswith((".", "/", "~"))
 
 
-def check_model(model: dict) -> list[str]:
-    if model.get("builtin"):
+def check_model(model: ModelSection) -> list[str]:
+    if model.builtin:
         return []
-    path = model.get("path")
+    path = model.path
     if not path:
         return ["no model given (fix: model=tiny_mtp, or model.path=/path/to/model)"]
     if not os.path.exists(os.path.expanduser(path)) and not _looks_like_hub_id(path):
@@ -70,7 +42,7 @@ def check_model(model: dict) -> list[str]:
     return []
 
 
-def check_max_len(*, grid: dict, model: dict) -> list[str]:
+def check_max_len(*, grid: dict, model: ModelSection) -> list[str]:
     limit = model_max_len_limit(model)
     if not limit:
         return []
@@ -266,62 +238,24 @@ def check_engine_arg_rules(*, spec, engine_args: dict, engine_axes: dict, grid: 
     return errors
 
 
-def check_sweep_keys(*, arms, engine_axes, race=False) -> list[str]:
-    """The sweep-level keys every sweep accepts (conf/sweep_defaults.yaml), by type."""
-    errors = []
-    if arms is not None and not isinstance(arms, (list, tuple)):
-        errors.append(f"sweep.arms={arms!r} must be a list of engine arms or null "
-                      f"(fix: sweep.arms=[{{spec_method:off}},{{spec_method:mtp,num_speculative_tokens:2}}])")
-    if engine_axes is not None and not isinstance(engine_axes, dict):
-        errors.append(f"sweep.engine_axes={engine_axes!r} must be a dict of engine argument → values "
-                      f"(fix: sweep.engine_axes={{kv_cache_dtype:[auto,fp8]}})")
-    elif engine_axes:
-        for name, values in engine_axes.items():
-            if isinstance(values, dict):
-                errors.append(f"sweep.engine_axes.{name} must be a list of values, got a dict "
-                              f"(fix: sweep.engine_axes={{{name}:[<value>,<value>]}})")
-    if not isinstance(race, bool):
-        errors.append(f"sweep.race={race!r} must be true or false (fix: sweep.race=false)")
-    return errors
-
-
-def grid_with_arms(*, grid: dict, arms) -> dict:
-    """The grid's values of each engine axis plus those the explicit arms (sweep.arms) name, for the
-    per-value checks; raises PlanError for malformed arms."""
-    from runner.plan.grid import normalize_arms
-
-    merged = {k: list(v) if isinstance(v, (list, tuple)) else v for k, v in grid.items()}
-    for arm in normalize_arms(arms):
-        for name, value in arm.items():
-            values = _values(merged, name)
-            merged[name] = values + ([value] if value not in values else [])
-    return merged
-
-
-def validate(*, grid: dict, model: dict, workloads: dict, engine_args: dict, engine_axes: dict,
-             known_engine_args=None, arms=None, spec_extra: Optional[dict] = None, race=False) -> None:
+def validate(config: RunConfig, *, known_engine_args=None) -> None:
     """`known_engine_args`: vLLM's rules (EngineArgSpec from engine_arg_spec()), a set of names, or None."""
-    errors = check_sweep_keys(arms=arms, engine_axes=engine_axes, race=race)
-    if errors:
-        raise PlanError("invalid sweep:\n  - " + "\n  - ".join(errors))
-    engine_axes = engine_axes or {}
-    grid = grid_with_arms(grid=grid, arms=arms) if arms else grid
-    errors = check_grid(grid) + check_model(model) + check_max_len(grid=grid, model=model)
+    engine_args, engine_axes, workloads = config.engine.args, config.sweep.engine_axes, config.workload
+    grid = grid_values(config.sweep)
+    errors = check_model(config.model) + check_max_len(grid=grid, model=config.model)
     errors += check_runner_owned(engine_args=engine_args, engine_axes=engine_axes)
-    errors += check_spec_extra(spec_extra=spec_extra or {}, methods=_values(grid, "spec_method") or ["off"])
-    flagged = {axis for axis in ENGINE_AXES if any(f"{axis}=" in e for e in errors)}
-    for e in check_engine_arg_rules(spec=known_engine_args, engine_args=engine_args, engine_axes=engine_axes,
-                                    grid=grid):
-        # A grid axis the grid's own (stricter) checks already refused gets one message, not two.
-        if not any(e.startswith(f"sweep.grid.{axis}=") for axis in flagged):
-            errors.append(e)
+    errors += check_spec_extra(spec_extra=config.spec, methods=config.spec_methods)
+    errors += check_engine_arg_rules(spec=known_engine_args, engine_args=engine_args, engine_axes=engine_axes,
+                                     grid=grid)
     errors += check_workloads(workloads=workloads, grid=grid) if workloads else [
         "the sweep names no workload (fix: workload=[decode])"]
     errors += check_engine_args(args=engine_args, known=known_engine_args, where="engine.args")
     errors += check_engine_args(args=engine_axes, known=known_engine_args, where="sweep.engine_axes")
-    for name, values in (engine_axes or {}).items():
+    for name, values in engine_axes.items():
         if isinstance(values, (list, tuple)) and not values:
             errors.append(f"engine axis {name!r} has no values (fix: sweep.engine_axes.{name}=[...])")
+    errors += check_engine_arg_values(engine_args=engine_args, engine_axes=engine_axes)
+    errors += check_workload_levels(workloads=workloads)
     if errors:
         raise PlanError("invalid sweep:\n  - " + "\n  - ".join(errors))
 
@@ -335,12 +269,12 @@ def _is_number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def model_max_len_limit(model: dict) -> Optional[int]:
+def model_max_len_limit(model: ModelSection) -> Optional[int]:
     """The model's longest sequence: model.max_model_len_limit, or its config.json where the folder is here."""
     import json
 
-    limits = [model["max_model_len_limit"]] if _is_int(model.get("max_model_len_limit")) else []
-    path = model.get("path")
+    limits = [model.max_model_len_limit] if _is_int(model.max_model_len_limit) else []
+    path = model.path
     config = os.path.join(os.path.expanduser(path), "config.json") if path else None
     if config and os.path.exists(config):
         try:
@@ -351,45 +285,6 @@ def model_max_len_limit(model: dict) -> Optional[int]:
         except (OSError, ValueError):
             pass
     return min(limits) if limits else None
-
-
-def check_run_settings(*, engine: dict, cluster: dict, execution: dict, repeats=1) -> list[str]:
-    """Values the executor needs: device, TP, slots, timeouts, retries."""
-    errors = []
-    device = engine.get("device", "cpu")
-    if device not in ("cpu", "cuda"):
-        errors.append(f"engine.device={device!r} must be cpu or cuda (fix: engine=cpu or engine=gpu)")
-    tp = engine.get("tensor_parallel_size", 1)
-    if not _is_int(tp) or tp < 1:
-        errors.append(f"engine.tensor_parallel_size={tp!r} must be an integer ≥ 1 (fix: engine.tensor_parallel_size=1)")
-    kv = engine.get("cpu_kvcache_space_gib")
-    if kv is not None and (not _is_int(kv) or kv < 1):
-        # vLLM reads VLLM_CPU_KVCACHE_SPACE as whole GiB; smaller KV goes through kv_cache_memory_bytes.
-        errors.append(f"engine.cpu_kvcache_space_gib={kv!r} must be a whole number of GiB ≥ 1 "
-                      f"(fix: engine.cpu_kvcache_space_gib=1, or sweep.engine_axes.kv_cache_memory_bytes=[...] "
-                      f"for less)")
-    for name in ("cpu_engine_slots", "max_parallel_engines"):
-        value = cluster.get(name)
-        if value is not None and (not _is_int(value) or value < 1):
-            errors.append(f"cluster.{name}={value!r} must be an integer ≥ 1 (fix: cluster.{name}=1)")
-    cpus = cluster.get("cpus_per_engine", 1)
-    if not _is_number(cpus) or cpus <= 0:
-        errors.append(f"cluster.cpus_per_engine={cpus!r} must be > 0 (fix: cluster.cpus_per_engine=1)")
-    address = cluster.get("address")
-    if address is not None and not (isinstance(address, str) and (address == "auto" or ":" in address)):
-        errors.append(f"cluster.address={address!r} must be auto or HOST:PORT (fix: cluster.address=127.0.0.1:6379, "
-                      f"or cluster.address=null for a local Ray)")
-    for name in ("trial_timeout_s", "start_timeout_s"):
-        value = execution.get(name, 1)
-        if not _is_number(value) or value <= 0:
-            errors.append(f"execution.{name}={value!r} must be a number of seconds > 0 (fix: execution.{name}=1800)")
-    retries = execution.get("max_trial_retries", 1)
-    if not _is_int(retries) or retries < 0:
-        errors.append(f"execution.max_trial_retries={retries!r} must be an integer ≥ 0 "
-                      f"(fix: execution.max_trial_retries=1)")
-    if not _is_int(repeats) or repeats < 1:
-        errors.append(f"sweep.repeats={repeats!r} must be an integer ≥ 1 (fix: sweep.repeats=1)")
-    return errors
 
 
 def check_engine_arg_values(*, engine_args: dict, engine_axes: dict) -> list[str]:
@@ -423,142 +318,15 @@ def check_workload_levels(*, workloads: dict) -> list[str]:
     return errors
 
 
-def validate_run(*, engine: dict, cluster: dict, execution: dict, repeats=1, engine_args: dict,
-                 engine_axes: dict, workloads: dict) -> None:
-    """The checks beyond the plan's own (called next to validate(); same PlanError)."""
-    errors = check_run_settings(engine=engine, cluster=cluster, execution=execution, repeats=repeats)
-    errors += check_engine_arg_values(engine_args=engine_args, engine_axes=engine_axes)
-    errors += check_workload_levels(workloads=workloads)
-    if errors:
-        raise PlanError("invalid sweep:\n  - " + "\n  - ".join(errors))
-
-
-# ---- overrides: typos and unknown group options, before Hydra's own messages --------------------
-def check_overrides(overrides: list[str], *, config_dir: str, config_name: str = "config") -> list[str]:
-    """Each override that cannot apply, with the override that fixes it (empty: all apply)."""
-    errors: list[str] = []
-    kept = list(overrides)
-    for _ in range(len(overrides) + 1):
-        bad = _first_bad_override(kept, config_dir=config_dir, config_name=config_name)
-        if bad is None:
-            break
-        override, message = bad
-        errors.append(message)
-        if override not in kept:
-            break
-        kept.remove(override)
-    return errors
-
-
-def _compose(overrides: list[str], *, config_dir: str, config_name: str):
-    from hydra import compose, initialize_config_dir
-
-    with initialize_config_dir(version_base=None, config_dir=config_dir):
-        return compose(config_name=config_name, overrides=overrides)
-
-
-def _first_bad_override(overrides: list[str], *, config_dir: str,
-                        config_name: str) -> Optional[tuple[Optional[str], str]]:
-    import re
-
-    for override in overrides:  # grammar first, one at a time, so the message names the override
-        problem = _parse_problem(override)
-        if problem:
-            return override, problem
-    try:
-        _compose(overrides, config_dir=config_dir, config_name=config_name)
-        return None
-    except Exception as exc:
-        text = str(exc)
-    key = re.search(r"Could not override '([^']+)'", text)
-    if key:
-        override = next((o for o in overrides if o.split("=", 1)[0].lstrip("+~") == key.group(1)), None)
-        others = [o for o in overrides if o != override]
-        return override, _unknown_key_message(key.group(1), override=override or key.group(1),
-                                              base=_safe_compose(others, config_dir=config_dir,
-                                                                 config_name=config_name))
-    group = re.search(r"Could not (?:load|find) '([^']+)/([^']+)'", text)
-    if group:
-        name, option = group.group(1), group.group(2)
-        override = next((o for o in overrides if o.split("=", 1)[0].lstrip("+~") == name), None)
-        options = _group_options(config_dir, name)
-        first = options[0] if options else "<option>"
-        label = "workload" if name == "workload" else f"{name} option"
-        fix = f"{name}=[{first}]" if override and "[" in override else f"{name}={first}"
-        return override, f"unknown {label} {option!r}; valid: {', '.join(options)} (fix: {fix})"
-    first_line = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
-    return None, f"the overrides do not compose: {first_line} (fix: check {' '.join(overrides)})"
-
-
-def _parse_problem(override: str) -> Optional[str]:
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    try:
-        OverridesParser.create().parse_overrides([override])
-    except Exception as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        return (f"cannot parse override {override!r}: {first} "
-                f"(fix: key=value, a list as key=[a,b], a string with spaces in quotes)")
-    return None
-
-
-def _safe_compose(overrides: list[str], *, config_dir: str, config_name: str):
-    try:
-        return _compose(overrides, config_dir=config_dir, config_name=config_name)
-    except Exception:
-        try:
-            return _compose([], config_dir=config_dir, config_name=config_name)
-        except Exception:
-            return None
-
-
-def _unknown_key_message(key: str, *, override: str, base) -> str:
-    """'sweep.grdi.concurrency' → the first segment that does not exist, and the likely intended key."""
-    import difflib
-
-    from omegaconf import DictConfig
-
-    parts = key.split(".")
-    node = base
-    for i, part in enumerate(parts):
-        if i and (node is None or isinstance(node, DictConfig) and not len(node)) and "=" in override:
-            # An empty (null) dict such as sweep.engine_axes takes a whole dict; Hydra refuses a new key in it.
-            parent, rest = ".".join(parts[:i]), ".".join(parts[i:])
-            value = override.split("=", 1)[1]
-            return (f"{parent} is empty, so {override!r} names a key it does not have "
-                    f"(fix: {parent}={{{rest}:{value}}}, or +{key}={value})")
-        if not isinstance(node, DictConfig) or part not in node:
-            parent = ".".join(parts[:i])
-            valid = sorted(node.keys()) if isinstance(node, DictConfig) else []
-            close = difflib.get_close_matches(part, valid, n=1, cutoff=0.6)
-            where = f"{parent}.{part}" if parent else part
-            value = override.split("=", 1)[1] if "=" in override else "..."
-            if close:
-                fixed = ".".join(parts[:i] + [close[0]] + parts[i + 1:])
-                return (f"unknown config key {where!r} in {override!r}; did you mean {close[0]!r}? "
-                        f"(fix: {fixed}={value})")
-            return (f"unknown config key {where!r} in {override!r}; valid under {parent or 'the root'}: "
-                    f"{', '.join(map(str, valid))} (fix: one of those, or +{key}={value} to add a new key)")
-        node = node[part]
-    return f"cannot override {key!r} (fix: check {override})"
-
-
-def _group_options(config_dir: str, group: str) -> list[str]:
-    folder = os.path.join(config_dir, group)
-    if not os.path.isdir(folder):
-        return []
-    return sorted(f[:-5] for f in os.listdir(folder) if f.endswith(".yaml"))
-
-
 # ---- capacity: trials the engine cannot hold at once (warned, still run: a wall to measure) -------------------
 _DTYPE_BYTES = {"float32": 4, "float": 4, "float16": 2, "half": 2, "bfloat16": 2}
 
 
-def model_shape(model: dict) -> Optional[dict]:
+def model_shape(model: ModelSection) -> Optional[dict]:
     """The model's config.json as a dict (builtin models from their spec), None where it cannot be read here."""
     import json
 
-    builtin = model.get("builtin")
+    builtin = model.builtin
     if builtin in ("tiny_mtp", "mimo_7b"):
         from runner.models.tiny import TinyModelSpec, model_config
 
@@ -566,7 +334,7 @@ def model_shape(model: dict) -> Optional[dict]:
         if builtin == "mimo_7b":
             from runner.models.mimo7b import MIMO_7B as spec
         return model_config(spec=spec, eos_token_id=0)
-    path = model.get("path")
+    path = model.path
     config = os.path.join(os.path.expanduser(path), "config.json") if path else None
     if config and os.path.exists(config):
         try:
@@ -596,15 +364,15 @@ def kv_bytes_per_token(*, shape: dict, engine_args: dict, spec_method: str) -> O
     return 2 * layers * heads * head_dim * size
 
 
-def kv_pool_bytes(*, engine: dict, engine_args: dict) -> Optional[int]:
+def kv_pool_bytes(*, engine: EngineSection, engine_args: dict) -> Optional[int]:
     if _is_int(engine_args.get("kv_cache_memory_bytes")):
         return engine_args["kv_cache_memory_bytes"]
-    if engine.get("device", "cpu") == "cpu" and _is_int(engine.get("cpu_kvcache_space_gib")):
-        return engine["cpu_kvcache_space_gib"] * 2**30
+    if engine.device == "cpu" and _is_int(engine.cpu_kvcache_space_gib):
+        return engine.cpu_kvcache_space_gib * 2**30
     return None
 
 
-def capacity_warnings(plan, *, model: dict, engine: dict) -> list[str]:
+def capacity_warnings(plan, *, model: ModelSection, engine: EngineSection) -> list[str]:
     """Trials whose concurrency × sequence length the engine's KV pool cannot hold, or whose concurrency is
     above max_num_seqs. Estimates from config.json; prefix sharing is not counted (an upper bound)."""
     import json

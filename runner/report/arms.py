@@ -14,6 +14,7 @@ import json
 
 import pandas as pd
 
+from runner.config.schema import SpecArm
 from runner.plan.labels import engine_labels
 from runner.schema import EngineSettings
 
@@ -28,7 +29,7 @@ def spec_label(method: str, k) -> str:
 
 
 def draft_count(method: str, k) -> int:
-    return 0 if method in (None, "off") else int(k)
+    return SpecArm.of(method, k).k
 
 
 def _engine_args(text) -> dict:

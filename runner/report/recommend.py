@@ -14,7 +14,7 @@ from typing import Any, Optional
 
 import pandas as pd
 
-from runner.plan.spec_methods import speculative_config
+from runner.config.schema import SpecArm
 from runner.report.verdict import CAPACITY_OUTCOME, SINGLE_K_RULE, TIE_OUTCOME, interval_range, ratio_range
 
 CHOICE_RULE = ("the arm named winner at the most points; an arm tied for first at a point counts half; equal "
@@ -32,8 +32,8 @@ def engine_arguments(engine: dict, *, config: dict) -> dict[str, Any]:
     """The vLLM engine arguments of one arm (what `LLM(...)` / `AsyncEngineArgs(...)` take)."""
     model_cfg = config.get("model") or {}
     args: dict[str, Any] = {"model": model_cfg.get("path") or str(engine["model"])}
-    spec = speculative_config(method=str(engine["spec_method"] or "off"), k=int(engine["num_speculative_tokens"] or 0),
-                              extra=(config.get("spec") or {}).get(str(engine["spec_method"])) or {})
+    arm = SpecArm.of(engine["spec_method"], engine["num_speculative_tokens"])
+    spec = arm.speculative_config((config.get("spec") or {}).get(arm.method) or {})
     if spec:
         args["speculative_config"] = spec
     args["enable_prefix_caching"] = bool(engine["enable_prefix_caching"])

@@ -17,9 +17,9 @@ class NullTracker:
         pass
 
 
-def open_tracker(*, tracking: dict, keys, run_dir: Path, plan):
+def open_tracker(*, tracking, keys, run_dir: Path, plan):
     """`keys` and `plan` are part of the call the CLI makes; the export reads everything from the run's files."""
-    if not tracking.get("enabled") or tracking.get("mode") == "disabled":
+    if not tracking.enabled or tracking.mode == "disabled":
         return NullTracker()
     if importlib.util.find_spec("wandb") is None:  # W&B is optional: Parquet stays the record
         print("warning: W&B tracking off (wandb is not installed; tracking=none silences this)", file=sys.stderr)

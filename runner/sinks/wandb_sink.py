@@ -38,6 +38,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from runner.config.schema import SpecArm
 from runner.schema import EngineSettings, RequestRecord, TrialRecord, column_names
 
 LEDGER = "exported.json"
@@ -79,8 +80,7 @@ def trial_config(trial: dict, engine: dict | None, *, label: str | None = None) 
     config = {k: _clean(trial.get(k)) for k in TRIAL_CONFIG_KEYS}
     config["workload_params"] = json.loads(trial.get("workload_params_json") or "{}")
     config["engine_args"] = json.loads(trial.get("engine_args_json") or "{}")
-    config["spec"] = ("off" if trial.get("spec_method") in (None, "off")
-                      else f"{trial['spec_method']}:{trial['num_speculative_tokens']}")
+    config["spec"] = SpecArm.of(trial.get("spec_method"), trial.get("num_speculative_tokens")).label
     config["engine_label"] = label or config["spec"]
     if engine:
         config["device_name"] = engine.get("device_name")
@@ -283,11 +283,10 @@ def _teardown() -> None:
 class WandbTracker:
     """The scheduler's tracking hooks: results are exported from Parquet when the sweep ends (see above)."""
 
-    def __init__(self, *, tracking: dict, run_dir: Path):
+    def __init__(self, *, tracking, run_dir: Path):
         self.run_dir = Path(run_dir)
-        self.target = WandbTarget(mode=tracking.get("mode", "offline"),
-                                  project=tracking.get("project", "vllm-sweeps"), entity=tracking.get("entity"),
-                                  init_timeout_s=float(tracking.get("init_timeout_s", 60)))
+        self.target = WandbTarget(mode=tracking.mode, project=tracking.project, entity=tracking.entity,
+                                  init_timeout_s=float(tracking.init_timeout_s))
 
     def log_engine(self, record) -> None:
         pass  # in engines.parquet already; exported at finish()

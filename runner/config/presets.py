@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from omegaconf import DictConfig, OmegaConf
 
-from runner.plan.grid import PlanError
+from runner.config.schema import ConfigError as PlanError
 
 
 def apply_preset(cfg: DictConfig) -> DictConfig:

@@ -1,0 +1,505 @@
+"""The run's configuration as typed values: the schema of conf/ (registered in Hydra's ConfigStore by
+runner.config.store), and the speculative arm. Pure: no Hydra, no vLLM, no files.
+
+Each section checks its own values when it is built (`OmegaConf.to_object` builds them once, in the CLI) and
+raises ConfigError naming the override that fixes each problem. Checks that need the environment (the model's
+folder, vLLM's engine-argument rules, the workloads' parameter classes) run in runner.plan.validate.
+"""
+from __future__ import annotations
+
+import enum
+import json
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+
+class ConfigError(ValueError):
+    """A config that must not run; the message names the override that fixes it."""
+
+
+def _problems(errors: list[str]) -> None:
+    if errors:
+        raise ConfigError("invalid sweep:\n  - " + "\n  - ".join(errors))
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _g(value) -> str:
+    """A number as the user wrote it (0, not 0.0)."""
+    return f"{value:g}" if isinstance(value, float) else repr(value)
+
+
+def _off(value) -> Any:
+    """YAML reads a bare `off` as false (and an empty value as null): both mean `off`."""
+    return "off" if value is False or value is None else value
+
+
+# ---- speculative methods and the arm ------------------------------------------------------------------------
+# How many draft tokens a speculative method proposes when the sweep does not say (the one default; `off` has 0).
+DEFAULT_DRAFT_COUNT = 1
+
+
+@dataclass(frozen=True, kw_only=True)
+class SpecMethod:
+    name: str  # the value of sweep.grid.spec_method
+    max_k: int  # the largest draft count the method accepts
+    needs: tuple[str, ...] = ()  # speculative_config keys the method needs beyond method and k (a draft model)
+    description: str = ""
+    defaults: dict = field(default_factory=dict)  # speculative_config keys the runner sets unless spec.<method> does
+
+
+SPEC_METHODS: dict[str, SpecMethod] = {
+    m.name: m
+    for m in [
+        SpecMethod(name="off", max_k=0, description="no speculative decoding"),
+        SpecMethod(name="mtp", max_k=8, description="the model's own multi-token-prediction layers"),
+        SpecMethod(name="ngram", max_k=16, description="prompt lookup",
+                   defaults={"prompt_lookup_min": 2, "prompt_lookup_max": 5}),
+        SpecMethod(name="suffix", max_k=32, description="suffix decoding (needs arctic-inference)"),
+        SpecMethod(name="eagle", max_k=8, needs=("model",), description="EAGLE draft head"),
+        SpecMethod(name="eagle3", max_k=8, needs=("model",), description="EAGLE-3 draft head"),
+        SpecMethod(name="draft_model", max_k=8, needs=("model",), description="a separate draft model"),
+    ]
+}
+
+
+@dataclass(frozen=True, kw_only=True)
+class SpecArm:
+    """One speculative arm: a method and its draft count k. `off` always has k = 0 (normalised here, once)."""
+
+    method: str = "off"  # "off" or a key of SPEC_METHODS
+    k: int = 0  # draft tokens per step (0 for off)
+
+    def __post_init__(self):
+        method = str(_off(self.method))
+        object.__setattr__(self, "method", method)
+        object.__setattr__(self, "k", 0 if method == "off" else int(self.k))
+
+    @classmethod
+    def of(cls, method, k=None) -> "SpecArm":
+        """From stored or configured values: a null/NaN/false method is off, a null k is the default count."""
+        if isinstance(method, float) and method != method:
+            method = None
+        if k is None or isinstance(k, float) and k != k:
+            k = DEFAULT_DRAFT_COUNT
+        return cls(method=_off(method), k=int(k))
+
+    @classmethod
+    def parse(cls, label: str) -> "SpecArm":
+        """"off" → off; "mtp:2" → mtp with k=2; "mtp" → mtp with the default count."""
+        method, _, k = str(label).partition(":")
+        return cls.of(method, int(k) if k else None)
+
+    @property
+    def off(self) -> bool:
+        return self.method == "off"
+
+    @property
+    def label(self) -> str:
+        """"off", "mtp:2", "ngram:3"."""
+        return "off" if self.off else f"{self.method}:{self.k}"
+
+    def __str__(self) -> str:
+        return self.label
+
+    def speculative_config(self, extra: Optional[dict] = None) -> Optional[dict]:
+        """vLLM's `speculative_config` engine argument for this arm (None when off): the method's defaults,
+        then `extra` (spec.<method>), then the method and k."""
+        if self.off:
+            return None
+        spec = SPEC_METHODS.get(self.method)
+        cfg = dict(spec.defaults if spec else {})
+        cfg.update(extra or {})
+        cfg.update({"method": self.method, "num_speculative_tokens": self.k})
+        return cfg
+
+
+def spec_arms(*, methods: list, ks: list[int]) -> list[SpecArm]:
+    """Method × k, where `off` takes no k (so it appears once)."""
+    arms: list[SpecArm] = []
+    for method in methods:
+        for k in ([0] if _off(method) == "off" else ks):
+            arm = SpecArm(method=method, k=k)
+            if arm not in arms:
+                arms.append(arm)
+    return arms
+
+
+# ---- sections ---------------------------------------------------------------------------------------------------
+def _fix(text: str, must: str = "") -> dict:
+    """Field metadata read by runner.config.overrides when Hydra refuses a value's type."""
+    return {"fix": text, "must": must}
+
+
+@dataclass(kw_only=True)
+class ModelSection:
+    """conf/model/*.yaml: the checkpoint the engines load."""
+
+    name: str = field(metadata=_fix("model.name=tiny-mtp"))  # the results' `model` column
+    builtin: Optional[str] = None  # an embedded model built on first use: tiny_mtp | mimo_7b (null: path)
+    weights: Optional[str] = None  # tiny_mtp: trained | dummy (null: trained unless load_format is dummy)
+    path: Optional[str] = None  # a local folder or a hub id (when builtin is null)
+    tokenizer: Optional[str] = None  # null: the model's own
+    load_format: str = "auto"  # vLLM's load_format (dummy: random weights)
+    max_model_len_limit: Optional[int] = field(default=None, metadata=_fix("model.max_model_len_limit=32768",
+                                                                            "must be an integer or null"))
+    prompt_token_low: int = field(default=0, metadata=_fix("model.prompt_token_low=3", "must be an integer"))
+    prompt_token_high: Optional[int] = None  # random prompt tokens come from [low, high) (null: the vocabulary)
+
+
+@dataclass(kw_only=True)
+class EngineSection:
+    """conf/engine/*.yaml: the device and the engine arguments every engine shares."""
+
+    device: str = "cpu"  # cpu | cuda
+    cpu_kvcache_space_gib: Optional[int] = field(default=None, metadata=_fix(
+        "engine.cpu_kvcache_space_gib=1, or sweep.engine_axes.kv_cache_memory_bytes=[...] for less",
+        "must be a whole number of GiB ≥ 1"))  # CPU: VLLM_CPU_KVCACHE_SPACE
+    tensor_parallel_size: int = field(default=1, metadata=_fix("engine.tensor_parallel_size=1",
+                                                                "must be an integer ≥ 1"))  # GPUs per engine
+    # Any other vLLM engine argument (an open mapping: checked against vLLM's own fields by runner.plan.validate).
+    args: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self):
+        errors = []
+        if self.device not in ("cpu", "cuda"):
+            errors.append(f"engine.device={self.device!r} must be cpu or cuda (fix: engine=cpu or engine=gpu)")
+        if not _is_int(self.tensor_parallel_size) or self.tensor_parallel_size < 1:
+            errors.append(f"engine.tensor_parallel_size={self.tensor_parallel_size!r} must be an integer ≥ 1 "
+                          f"(fix: engine.tensor_parallel_size=1)")
+        kv = self.cpu_kvcache_space_gib
+        if kv is not None and kv < 1:
+            # vLLM reads VLLM_CPU_KVCACHE_SPACE as whole GiB; smaller KV goes through kv_cache_memory_bytes.
+            errors.append(f"engine.cpu_kvcache_space_gib={kv!r} must be a whole number of GiB ≥ 1 "
+                          f"(fix: engine.cpu_kvcache_space_gib=1, or sweep.engine_axes.kv_cache_memory_bytes=[...] "
+                          f"for less)")
+        _problems(errors)
+
+
+@dataclass(kw_only=True)
+class ClusterSection:
+    """conf/cluster/*.yaml: where engines run and how many side by side."""
+
+    address: Optional[str] = None  # null: a local Ray; "auto" or HOST:PORT of a running one
+    max_parallel_engines: Optional[int] = field(default=None, metadata=_fix("cluster.max_parallel_engines=1",
+                                                                            "must be an integer ≥ 1"))
+    cpu_engine_slots: int = field(default=1, metadata=_fix("cluster.cpu_engine_slots=1", "must be an integer ≥ 1"))
+    cpus_per_engine: float = field(default=1, metadata=_fix("cluster.cpus_per_engine=1", "must be > 0"))
+
+    def __post_init__(self):
+        errors = []
+        for name in ("cpu_engine_slots", "max_parallel_engines"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                errors.append(f"cluster.{name}={value!r} must be an integer ≥ 1 (fix: cluster.{name}=1)")
+        if self.cpus_per_engine <= 0:
+            errors.append(f"cluster.cpus_per_engine={_g(self.cpus_per_engine)} must be > 0 "
+                          f"(fix: cluster.cpus_per_engine=1)")
+        address = self.address
+        if address is not None and not (address == "auto" or ":" in address):
+            errors.append(f"cluster.address={address!r} must be auto or HOST:PORT (fix: cluster.address=127.0.0.1:6379, "
+                          f"or cluster.address=null for a local Ray)")
+        _problems(errors)
+
+
+@dataclass(kw_only=True)
+class TrackingSection:
+    """conf/tracking/*.yaml: W&B export of the results (Parquet stays the record)."""
+
+    enabled: bool = False
+    mode: str = "disabled"  # offline | online | disabled
+    project: str = "vllm-sweeps"
+    entity: Optional[str] = None
+    init_timeout_s: float = 60  # how long wandb.init may take before the export gives up
+
+
+@dataclass(kw_only=True)
+class SloSection:
+    """execution.slo: latency targets for goodput, in ms (null: not set)."""
+
+    ttft_ms: Optional[float] = None
+    tpot_ms: Optional[float] = None
+    e2e_ms: Optional[float] = None
+
+    def targets(self) -> dict[str, float]:
+        """The targets that are set, name → ms."""
+        return {k: v for k, v in vars(self).items() if v is not None}
+
+
+class Residency(enum.StrEnum):
+    """execution.resident: keep engines loaded between their turns."""
+
+    AUTO = "auto"
+    ON = "on"
+    OFF = "off"
+
+
+class Warmup(enum.StrEnum):
+    """execution.warmup: run each new trial shape once, unmeasured, before measuring it."""
+
+    AUTO = "auto"
+    OFF = "off"
+
+
+class EngineStart(enum.StrEnum):
+    """execution.engine_start: how vLLM's engine-core process starts inside an actor (auto: forkserver on CPU,
+    spawn on CUDA)."""
+
+    AUTO = "auto"
+    SPAWN = "spawn"
+    FORKSERVER = "forkserver"
+
+
+def _switch(value) -> str:
+    text = str(value).lower()
+    return {"false": "off", "none": "off", "true": "on"}.get(text, text)
+
+
+@dataclass(kw_only=True)
+class ExecutionSection:
+    """The `execution` block of conf/config.yaml: timeouts, retries, residency, order, deadline."""
+
+    warmup: Any = "auto"  # auto | off (a bare YAML `off` reads as false)
+    warmup_output_cap: Optional[int] = field(default=64, metadata=_fix(
+        "execution.warmup_output_cap=64", "must be an integer ≥ 1 or null (the trial's own length)"))
+    trial_timeout_s: float = field(default=1800, metadata=_fix("execution.trial_timeout_s=1800",
+                                                                "must be a number of seconds > 0"))
+    start_timeout_s: float = field(default=1800, metadata=_fix("execution.start_timeout_s=1800",
+                                                                "must be a number of seconds > 0"))
+    max_trial_retries: int = field(default=1, metadata=_fix("execution.max_trial_retries=1",
+                                                             "must be an integer ≥ 0"))
+    resident: Any = "auto"  # auto | on | off
+    deadline_s: Optional[float] = field(default=None, metadata=_fix("execution.deadline_s=3600",
+                                                                     "must be seconds > 0 or null"))
+    order_seed: int = field(default=0, metadata=_fix("execution.order_seed=0", "must be an integer"))
+    shutdown_timeout_s: float = field(default=10, metadata=_fix("execution.shutdown_timeout_s=10",
+                                                                 "must be seconds > 0"))
+    engine_start: str = "auto"  # auto | spawn | forkserver (EngineStart)
+    slo: SloSection = field(default_factory=SloSection)
+
+    def __post_init__(self):
+        errors = []
+        raw_resident, raw_warmup = self.resident, self.warmup
+        try:
+            self.engine_start = EngineStart(str(self.engine_start).lower())
+        except ValueError:
+            errors.append(f"execution.engine_start={self.engine_start!r}: valid: auto, spawn, forkserver "
+                          f"(fix: execution.engine_start=auto)")
+        try:
+            self.resident = Residency(_switch(self.resident))
+        except ValueError:
+            errors.append(f"execution.resident={raw_resident!r}: valid: auto, on, off (fix: execution.resident=auto)")
+        try:
+            self.warmup = Warmup(_switch(self.warmup))
+        except ValueError:
+            errors.append(f"execution.warmup={raw_warmup!r}: valid: auto, off (fix: execution.warmup=auto)")
+        if self.deadline_s is not None and self.deadline_s <= 0:
+            errors.append(f"execution.deadline_s={_g(self.deadline_s)} must be seconds > 0 or null "
+                          f"(fix: execution.deadline_s=3600)")
+        if self.shutdown_timeout_s <= 0:
+            errors.append(f"execution.shutdown_timeout_s={_g(self.shutdown_timeout_s)} must be seconds > 0 "
+                          f"(fix: execution.shutdown_timeout_s=10)")
+        if self.warmup_output_cap is not None and self.warmup_output_cap < 1:
+            errors.append(f"execution.warmup_output_cap={self.warmup_output_cap!r} must be an integer ≥ 1 or null "
+                          f"(the trial's own length) (fix: execution.warmup_output_cap=64)")
+        for name in ("trial_timeout_s", "start_timeout_s"):
+            if getattr(self, name) <= 0:
+                errors.append(f"execution.{name}={_g(getattr(self, name))} must be a number of seconds > 0 "
+                              f"(fix: execution.{name}=1800)")
+        if self.max_trial_retries < 0:
+            errors.append(f"execution.max_trial_retries={self.max_trial_retries!r} must be an integer ≥ 0 "
+                          f"(fix: execution.max_trial_retries=1)")
+        _problems(errors)
+
+
+# Grid axes that configure the engine (one engine load each), and those that vary the load through one engine.
+ENGINE_AXES = ("spec_method", "num_speculative_tokens", "enable_prefix_caching", "gpu_memory_utilization",
+               "max_model_len")
+TRIAL_AXES = ("concurrency",)
+
+
+@dataclass(kw_only=True)
+class GridSection:
+    """sweep.grid: every axis is a list of values; the plan is their product (spec off takes no k)."""
+
+    # Speculative methods (keys of SPEC_METHODS); "off" runs without speculation.
+    spec_method: list[Any] = field(default_factory=lambda: ["off"])
+    # Draft tokens per step for every method other than off.
+    num_speculative_tokens: list[int] = field(default_factory=lambda: [DEFAULT_DRAFT_COUNT], metadata=_fix(
+        "sweep.grid.num_speculative_tokens=[1,2,3]", "must be an integer"))
+    enable_prefix_caching: list[bool] = field(default_factory=lambda: [True], metadata=_fix(
+        "sweep.grid.enable_prefix_caching=[true,false]", "must be true or false"))
+    gpu_memory_utilization: list[float] = field(default_factory=lambda: [0.9], metadata=_fix(
+        "sweep.grid.gpu_memory_utilization=[0.9]", "is outside (0, 1]"))
+    max_model_len: list[int] = field(default_factory=lambda: [2048], metadata=_fix(
+        "sweep.grid.max_model_len=[2048]", "must be an integer ≥ 16"))
+    # Sessions driven at once through one engine (a workload may replace it with its own list).
+    concurrency: list[int] = field(default_factory=lambda: [1], metadata=_fix(
+        "sweep.grid.concurrency=[1,4]", "must be an integer ≥ 1"))
+
+    def __post_init__(self):
+        self.spec_method = [_off(m) for m in self.spec_method]
+
+    def values(self, axis: str) -> list:
+        return list(getattr(self, axis))
+
+    def spec_arms(self) -> list[SpecArm]:
+        return spec_arms(methods=self.spec_method, ks=self.num_speculative_tokens)
+
+
+@dataclass(kw_only=True)
+class ArmSection:
+    """One explicit engine arm (sweep.arms): the engine axes it names replace the grid's values of those axes."""
+
+    spec_method: Any = None
+    num_speculative_tokens: Optional[int] = field(default=None, metadata=_fix(
+        "sweep.arms=[{spec_method:mtp,num_speculative_tokens:2}]", "must be an integer"))
+    enable_prefix_caching: Optional[bool] = field(default=None, metadata=_fix(
+        "sweep.arms=[{spec_method:off,enable_prefix_caching:true}]", "must be true or false"))
+    gpu_memory_utilization: Optional[float] = None
+    max_model_len: Optional[int] = None
+
+    def __post_init__(self):
+        if self.spec_method is False:  # a bare YAML `off`
+            self.spec_method = "off"
+
+    def axes(self) -> dict[str, Any]:
+        """The axes this arm names, name → one value."""
+        return {name: getattr(self, name) for name in ENGINE_AXES if getattr(self, name) is not None}
+
+
+def check_grid(grid: GridSection, arms: list[ArmSection] = ()) -> list[str]:
+    """The grid's values (with those the explicit arms add), each problem with its fix."""
+    values = {axis: grid.values(axis) for axis in (*ENGINE_AXES, *TRIAL_AXES)}
+    for arm in arms:
+        for name, value in arm.axes().items():
+            values[name] += [value] if value not in values[name] else []
+    errors = []
+    for axis, vs in values.items():
+        if not vs:
+            errors.append(f"grid axis {axis!r} has no values (fix: sweep.grid.{axis}=[...] with at least one value)")
+    methods = values["spec_method"] or ["off"]
+    for m in methods:
+        if m not in SPEC_METHODS:
+            errors.append(f"unknown speculative method {m!r}; valid: {', '.join(SPEC_METHODS)} "
+                          f"(fix: sweep.grid.spec_method=[off,mtp])")
+    ks = values["num_speculative_tokens"] or [DEFAULT_DRAFT_COUNT]
+    for m in methods:
+        spec = SPEC_METHODS.get(m)
+        if spec is None or m == "off":
+            continue
+        for k in ks:
+            if not _is_int(k) or not 1 <= k <= spec.max_k:
+                errors.append(f"num_speculative_tokens={k!r} is outside 1..{spec.max_k} for {m!r} "
+                              f"(fix: sweep.grid.num_speculative_tokens=[1,2,3])")
+    for c in values["concurrency"]:
+        if c < 1:
+            errors.append(f"concurrency={c!r} must be an integer ≥ 1 (fix: sweep.grid.concurrency=[1,4])")
+    for u in values["gpu_memory_utilization"]:
+        if not 0 < u <= 1:
+            errors.append(f"gpu_memory_utilization={u:g} is outside (0, 1] "
+                          f"(fix: sweep.grid.gpu_memory_utilization=[0.9])")
+    for n in values["max_model_len"]:
+        if n < 16:
+            errors.append(f"max_model_len={n!r} must be an integer ≥ 16 (fix: sweep.grid.max_model_len=[2048])")
+    return errors
+
+
+@dataclass(kw_only=True)
+class SweepSection:
+    """conf/sweep/*.yaml (with conf/sweep_defaults.yaml): what to run."""
+
+    name: str  # results go to <output_root>/<name>/<run>
+    grid: GridSection = field(default_factory=GridSection)
+    # Explicit engine arms instead of the grid's full product (null: the product).
+    arms: Optional[list[ArmSection]] = field(default=None, metadata=_fix(
+        "sweep.arms=[{spec_method:off},{spec_method:mtp,num_speculative_tokens:2}]", "must be a list of engine arms or null"))
+    # Extra engine-argument axes, argument → values (an open mapping of vLLM's arguments, checked against vLLM).
+    # Untyped in the schema so that `sweep.engine_axes={...}` may replace its null (a typed dict refuses new
+    # keys); a dict after __post_init__.
+    engine_axes: Any = None
+    repeats: int = field(default=1, metadata=_fix("sweep.repeats=1", "must be an integer ≥ 1"))
+    race: bool = field(default=False, metadata=_fix("sweep.race=false", "must be true or false"))
+    race_tie_band: float = 0.02  # arms within this band of the best are not eliminated
+    preset: Optional[str] = None  # the name of one of `presets`, applied over the config before it is typed
+    # Named overlays in the root's shape (sweep/workload/engine/model), chosen by sweep.preset.
+    presets: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self):
+        errors = []
+        if self.engine_axes is not None and not isinstance(self.engine_axes, dict):
+            errors.append(f"sweep.engine_axes={self.engine_axes!r} must be a dict of engine argument → values "
+                          f"(fix: sweep.engine_axes={{kv_cache_dtype:[auto,fp8]}})")
+        self.engine_axes = dict(self.engine_axes) if isinstance(self.engine_axes, dict) else {}
+        for name, values in self.engine_axes.items():
+            if isinstance(values, dict):
+                errors.append(f"sweep.engine_axes.{name} must be a list of values, got a dict "
+                              f"(fix: sweep.engine_axes={{{name}:[<value>,<value>]}})")
+        for i, arm in enumerate(self.arms or []):
+            if not arm.axes():
+                errors.append(f"sweep.arms[{i}] must be a non-empty dict of engine axes "
+                              f"(fix: sweep.arms=[{{spec_method: 'off', enable_prefix_caching: true}}])")
+        if self.repeats < 1:
+            errors.append(f"sweep.repeats={self.repeats!r} must be an integer ≥ 1 (fix: sweep.repeats=1)")
+        errors += check_grid(self.grid, self.arms or [])
+        _problems(errors)
+
+
+@dataclass(kw_only=True)
+class RunConfig:
+    """The root: conf/config.yaml with its groups, as the plan and the executor receive it."""
+
+    model: ModelSection
+    engine: EngineSection = field(default_factory=EngineSection)
+    # spec.<method>: extra speculative_config keys per method (an open mapping: vLLM's speculative_config).
+    spec: dict[str, Any] = field(default_factory=dict)
+    # workload.<name>: the selected workloads' parameters (list values are axes); each point is parsed by the
+    # workload's own parameter class (runner.measurement.workloads), so here they stay an open mapping.
+    workload: dict[str, Any] = field(default_factory=dict)
+    cluster: ClusterSection = field(default_factory=ClusterSection)
+    tracking: TrackingSection = field(default_factory=TrackingSection)
+    sweep: SweepSection
+    execution: ExecutionSection = field(default_factory=ExecutionSection)
+    run: str = "default"  # the run's name: the same name resumes
+    output_root: str = "outputs"
+    dry_run: bool = False  # print the plan, start nothing
+    retry_failed: bool = False  # re-run trials that failed in an earlier attempt of this run
+    # The report's settings (true/false or a dict; parsed by runner.report.settings).
+    report: Any = True
+
+    def __post_init__(self):
+        errors = []
+        for method, extra in self.spec.items():
+            if extra is not None and not isinstance(extra, dict):
+                errors.append(f"spec.{method} must be a dict of speculative_config keys, got {extra!r} "
+                              f"(fix: spec.{method}={{}})")
+        self.spec = {m: dict(extra or {}) for m, extra in self.spec.items() if extra is None or isinstance(extra, dict)}
+        self.workload = {name: dict(params or {}) for name, params in self.workload.items()}
+        _problems(errors)
+
+    @property
+    def spec_methods(self) -> list[str]:
+        """Every method the grid and the arms name."""
+        methods = list(self.sweep.grid.spec_method)
+        for arm in self.sweep.arms or []:
+            if arm.spec_method is not None and arm.spec_method not in methods:
+                methods.append(arm.spec_method)
+        return methods or ["off"]
+
+
+def run_config(*, sweep_name: str, model: str, grid: dict, workloads: dict, engine_args: Optional[dict] = None,
+               engine_axes: Optional[dict] = None, spec_extra: Optional[dict] = None, repeats: int = 1,
+               arms: Optional[list[dict]] = None, tensor_parallel_size: int = 1) -> RunConfig:
+    """A config built in code (benchmarks, tests) rather than composed from conf/: the same typed objects."""
+    return RunConfig(model=ModelSection(name=model),
+                     engine=EngineSection(args=dict(engine_args or {}), tensor_parallel_size=tensor_parallel_size),
+                     spec=dict(spec_extra or {}), workload=dict(workloads),
+                     sweep=SweepSection(name=sweep_name, grid=GridSection(**grid), repeats=repeats,
+                                        engine_axes=engine_axes,
+                                        arms=None if arms is None else [ArmSection(**a) for a in arms]))
