@@ -1,33 +1,14 @@
-"""Shared fixtures. Engine loads dominate test time: each sweep fixture here runs once per session."""
-from __future__ import annotations
+"""Shared fixtures. Engine loads dominate test time: each sweep fixture here runs once per session.
 
-import os
-import subprocess
-import sys
-from pathlib import Path
+Layout: unit/ (pure logic; spawns nothing, enforced by unit/conftest.py), cli/ (runs `python -m runner ...`
+or the report CLI, no engine), engine/ (real vLLM engines; every test there is marked `engine`).
+Helpers that are not fixtures live in tests/support/.
+"""
+from __future__ import annotations
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def one_repeat(overrides) -> list[str]:
-    """The demo runs 3 repeats; tests built on its defaults run one unless they say otherwise."""
-    if any(o.startswith(("sweep=", "sweep.repeats=")) for o in overrides):
-        return list(overrides)
-    return ["sweep.repeats=1", *overrides]
-
-
-def run_cli(*overrides: str, output_root: Path, timeout: int = 1500, env: dict | None = None,
-            check: bool = True) -> subprocess.CompletedProcess:
-    """Runs `python -m runner` as a user would, with W&B offline inside the test's folder."""
-    full_env = {**os.environ, "WANDB_MODE": "offline", "PYTHONUNBUFFERED": "1", **(env or {})}
-    cmd = [sys.executable, "-m", "runner", f"output_root={output_root}", *one_repeat(overrides)]
-    proc = subprocess.run(cmd, cwd=ROOT, env=full_env, capture_output=True, text=True, timeout=timeout)
-    if check and proc.returncode != 0:
-        raise AssertionError(f"{' '.join(cmd)} exited {proc.returncode}\n--- stdout\n{proc.stdout[-4000:]}"
-                             f"\n--- stderr\n{proc.stderr[-6000:]}")
-    return proc
+from tests.support.cli import run_cli
 
 
 @pytest.fixture(scope="session")
@@ -44,24 +25,9 @@ def small_sweep(tmp_path_factory):
     return out / "small" / "e2e", proc
 
 
-def start_cli(*overrides: str, output_root: Path, env: dict | None = None) -> subprocess.Popen:
-    """`python -m runner` in its own session (like a terminal's job), for signals and leftover checks."""
-    full_env = {**os.environ, "WANDB_MODE": "offline", "PYTHONUNBUFFERED": "1", **(env or {})}
-    cmd = [sys.executable, "-m", "runner", f"output_root={output_root}", *one_repeat(overrides)]
-    return subprocess.Popen(cmd, cwd=ROOT, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
-
-
-def session_processes(sid: int) -> list[str]:
-    """Processes still alive in session `sid` (a start_cli child's pid): engines, actors, Ray daemons."""
-    alive = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            if os.getsid(int(entry.name)) == sid:
-                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-                alive.append(f"{entry.name} {cmdline[:120]}")
-        except (OSError, ProcessLookupError):
-            continue
-    return alive
+@pytest.fixture
+def wandb_offline(tmp_path, monkeypatch):
+    """W&B offline, its config, cache, data and artifact folders inside the test's own folder."""
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    for name in ("WANDB_CONFIG_DIR", "WANDB_CACHE_DIR", "WANDB_DATA_DIR", "WANDB_ARTIFACT_DIR"):
+        monkeypatch.setenv(name, str(tmp_path / "wandb-home" / name.lower()))

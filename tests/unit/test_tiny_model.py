@@ -1,7 +1,6 @@
-"""The embedded tiny MTP model: checkpoint names, held-out split, training maths; one real engine."""
+"""The embedded tiny MTP model: checkpoint names, held-out split, training maths. Its real engine is in
+tests/engine/test_tiny_model.py."""
 from __future__ import annotations
-
-import pytest
 
 from runner.models.corpus import corpus_files, heldout_files
 from runner.models.tiny import TinyModelSpec, heldout_texts, model_config
@@ -77,16 +76,3 @@ def test_training_is_deterministic_under_a_seed(tmp_path):
     assert all(torch.equal(a[n], b[n]) for n in a)
     assert runs[0][1]["heldout_losses"] == runs[1][1]["heldout_losses"]
     assert len(runs[0][1]["heldout_losses"]) == 1 + recipe.mtp_steps
-
-
-@pytest.mark.engine
-def test_vllm_accepts_mtp_drafts_of_the_trained_model():
-    """One engine (k=1) in a child process: trained weights load, drafts are accepted, greedy is repeatable."""
-    from runner.models.measure_acceptance import measure_in_subprocess
-    from runner.models.tiny import ensure_tiny_model
-
-    ensure_tiny_model()  # trains on first use (minutes, once per cache folder)
-    result = measure_in_subprocess(k=1, prompts=4, input_len=96, output_len=32)
-    assert result.draft_tokens > 0
-    assert result.acceptance_rate > 0.2, result
-    assert result.deterministic

@@ -2,14 +2,12 @@
 warnings, and the documented override forms: through the same functions the CLI calls (fast: no engine)."""
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from runner.plan.engine_args import ArgRule, value_problem
 from runner.plan.grid import PlanError
 
-from test_validate import plan_error
+from tests.support.plans import plan_error
 
 ARMS = "sweep.arms=[{spec_method:off},{spec_method:mtp,num_speculative_tokens:2}]"
 
@@ -181,29 +179,6 @@ def test_default_plan_warns_nothing():
 ])
 def test_value_rule(rule, value, ok):
     assert (value_problem(rule, value) is None) == ok
-
-
-def test_spec_is_extracted_once_then_read_from_the_cache(tmp_path, monkeypatch):
-    """Cold: one subprocess that imports vLLM; warm: the JSON only (the extractor must not run)."""
-    from runner.plan import engine_args
-
-    monkeypatch.setenv("RUNNER_CACHE_DIR", str(tmp_path))
-    spec = engine_args.load_spec()
-    if spec is None:
-        pytest.skip("vLLM is not installed here")
-    files = list((tmp_path / "engine-args").glob("vllm-*.json"))
-    assert len(files) == 1 and spec.vllm_version in files[0].name
-    rules = json.loads(files[0].read_text())["rules"]
-    assert rules["max_num_seqs"]["kind"] == "int" and rules["max_num_seqs"]["bounds"] == {"ge": 1}
-    assert "fp8" in rules["kv_cache_dtype"]["choices"] and rules["enforce_eager"]["kind"] == "bool"
-    assert not rules["enforce_eager"].get("many")
-
-    def no_extract():
-        raise AssertionError("the cache was not used")
-
-    monkeypatch.setattr(engine_args, "_extract_in_subprocess", no_extract)
-    again = engine_args.load_spec()
-    assert again.rules["kv_cache_dtype"].choices == spec.rules["kv_cache_dtype"].choices
 
 
 def test_grid_values_follow_vllm_rules_too():

@@ -1,13 +1,8 @@
-"""Verdicts with intervals, SLO choices, the Pareto front, recommendation.yaml, cost and the race, on hand-made
-Parquet whose right answers are known (pure: no engines)."""
+"""Verdicts with intervals, SLO choices, the Pareto front, cost and the race, on hand-made Parquet whose right
+answers are known (pure: no engines). recommendation.yaml through the report CLI: tests/cli/test_report_decisions.py."""
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-
 import pytest
-import yaml
 
 from runner.measurement.race import RaceSample, race_eliminations, trial_sample
 from runner.measurement.stats import Outcome, compare, ratio_interval
@@ -18,7 +13,8 @@ from runner.report.pareto import front_mask
 from runner.report.settings import ReportSettings, ReportSettingsError, parse_settings
 from runner.report.verdict import TIE_OUTCOME, TOO_FEW_OUTCOME
 from runner.schema import RequestRecord, TrialRecord
-from test_report import ROOT, Sweep
+
+from tests.support.results import Sweep, slo_study
 
 
 def _two_arms(tmp_path, off: list[float], mtp: list[float], *, name: str = "two", **trial_columns):
@@ -69,24 +65,6 @@ def test_compare_rule():
         ratio_interval([1, 2, 3], [2, 3, 4], higher_is_better=True, seed=7)
 
 
-def slo_study() -> Sweep:
-    """off and mtp:2 at c = 1, 4, 16, 3 repeats. TTFT p99 (ms): off 50, 100, 300; mtp:2 40, 80, 140.
-    Aggregate tok/s: off 100, 380, 1200; mtp:2 150, 420, 900. SLO: TTFT p99 ≤ 200 ms.
-    Known answers: at c=1 and 4 mtp:2 has the most tok/s per device; at c=16 only mtp:2 meets the SLO.
-    off sustains ≈ 4 + (200 − 100) / (300 − 100) × 12 = 10 sessions; mtp:2 every measured point (≥ 16)."""
-    s = Sweep()
-    s.engine("off")
-    s.engine("mtp:2")
-    figures = {"off": {1: (50, 100), 4: (100, 380), 16: (300, 1200)},
-               "mtp:2": {1: (40, 150), 4: (80, 420), 16: (140, 900)}}
-    for arm, by_c in figures.items():
-        for c, (ttft_ms, aggregate) in by_c.items():
-            for r, jitter in enumerate((0.99, 1.0, 1.01)):
-                s.trial(arm, concurrency=c, repeat=r, tok_s=aggregate / c * jitter, ttft_p99_s=ttft_ms / 1000,
-                        decode_tok_s_aggregate=aggregate * jitter, duration_s=10.0 * c)
-    return s
-
-
 def test_slo_choice_and_interpolated_max_concurrency(tmp_path):
     run = slo_study().write(tmp_path / "slo")
     a = analyse(load_results([run]), settings=ReportSettings(slo={"ttft_p99_ms": 200.0}))
@@ -113,37 +91,6 @@ def test_cost_per_million_tokens(tmp_path):
     a = analyse(load_results([slo_study().write(tmp_path / "c")]), settings=ReportSettings(gpu_hour_usd=3.6))
     row = a.cost[(a.cost.arm == "off") & (a.cost.concurrency == 1)].iloc[0]
     assert row["$ per 1M output tokens"] == pytest.approx(3.6 / (100 * 3600) * 1e6)  # $10 at 100 tok/s
-
-
-def test_recommendation_yaml_content_and_settings_from_the_run_folder(tmp_path):
-    run = slo_study().write(tmp_path / "rec")
-    (run / "config.yaml").write_text(yaml.safe_dump({
-        "model": {"name": "m", "path": "/models/m", "load_format": "dummy"},
-        "spec": {"mtp": {}}, "report": {"enabled": True, "tie_band": 0.02, "slo": {"ttft_p99_ms": 200},
-                                        "gpu_hour_usd": 2.0}}))
-    out = tmp_path / "out"
-    proc = subprocess.run([sys.executable, "-m", "runner.report", str(run), "--out", str(out), "--quiet"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    rec = yaml.safe_load((out / "recommendation.yaml").read_text())
-    decode = rec["workloads"]["decode"]
-    # mtp:2 wins at c=1 and c=4 (1.50× and 1.11× per session), off at c=16 (1.33×): mtp:2 wins most points.
-    assert decode["choice"] == "mtp:2"
-    assert decode["engine_args"]["speculative_config"] == {"method": "mtp", "num_speculative_tokens": 2}
-    assert decode["engine_args"]["model"] == "/models/m" and decode["engine_args"]["load_format"] == "dummy"
-    assert decode["vllm_serve"].startswith("vllm serve /models/m --speculative-config "
-                                           "'{\"method\":\"mtp\",\"num_speculative_tokens\":2}'")
-    assert "--enable-prefix-caching" in decode["vllm_serve"]
-    assert decode["evidence"]["points_won"] == "2/3" and len(decode["evidence"]["points"]) == 3
-    assert decode["draft_count"][0]["k_per_range"] == "k=2 at c=1, 4; k=0 (off) at c=16"
-    assert decode["draft_count"][0]["single_k"] == 2
-    assert any(c.startswith("dummy weights") for c in decode["caveats"])
-    text = (out / "report.md").read_text()
-    assert "## Recommendation" in text and "TTFT p99 ≤ 200 ms" in text and "## Cost" in text
-    # A flag overrides the persisted setting; a bad one is an error that names the fix.
-    proc = subprocess.run([sys.executable, "-m", "runner.report", str(run), "--out", str(out), "--quiet",
-                           "--slo", "ttft_p42_ms=1"], cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 2 and "valid: ttft_p50_ms" in proc.stderr
 
 
 def test_settings_parse_old_and_new_forms():
@@ -215,14 +162,3 @@ def test_race_stops_are_reported_with_the_time_saved(tmp_path):
     assert not len(a.failures)  # a skipped trial is not a failure
     text = write_report(run_dirs=[tmp_path / "race"], out_dir=tmp_path / "o").path.read_text()
     assert "## Early elimination (race)" in text and "1 trial(s) skipped" in text
-
-
-def test_h200_results_without_the_new_columns(tmp_path):
-    """The committed H200 run (older Parquet: no round, no distinct_token_share) still gives a report."""
-    run = ROOT / "docs/results/h200-2026-12-02/draft_count"
-    proc = subprocess.run([sys.executable, "-m", "runner.report", str(run), "--out", str(tmp_path), "--quiet"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    rec = yaml.safe_load((tmp_path / "recommendation.yaml").read_text())
-    assert rec["workloads"]["second_request"]["choice"] is None  # one repeat: no choice
-    assert json.dumps(rec)  # plain data only

@@ -3,15 +3,13 @@
 Faults come from the KV-cache size itself (vLLM refuses the engine) and from the RUNNER_FAULTS
 test hook (runner/execution/failures.py): the actor SIGKILLs itself mid-trial, or a trial hangs.
 Two sweeps, run once each: `faulty` (engine loads: 4 + 1 refused) and `interrupted` (2).
+The pure scheduling helpers are in tests/unit/test_faults.py, the crash-mid-write check in tests/cli/test_faults.py.
 """
 from __future__ import annotations
 
 import json
 import os
 import signal
-import subprocess
-import sys
-import textwrap
 import time
 from pathlib import Path
 
@@ -20,7 +18,9 @@ import pytest
 
 from runner.sinks.parquet import has_table, read_frame
 
-from conftest import ROOT, run_cli, session_processes, start_cli
+from tests.support.cli import run_cli, start_cli, wait_until_gone
+
+pytestmark = pytest.mark.engine
 
 # The embedded model without its training (orchestration does not need sensible tokens).
 SMALL = ["model.weights=dummy", "model.load_format=dummy", "tracking=none", "report=false",
@@ -44,16 +44,6 @@ def kv_bytes_per_token() -> int:
     head_dim = c.get("head_dim") or c["hidden_size"] // c["num_attention_heads"]
     layers = c["num_hidden_layers"] + c.get("num_nextn_predict_layers", 1)
     return 2 * layers * c["num_key_value_heads"] * head_dim * 2
-
-
-def wait_until_gone(sid: int, *, timeout_s: float = 90) -> list[str]:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        left = session_processes(sid)
-        if not left:
-            return []
-        time.sleep(1)
-    return session_processes(sid)
 
 
 @pytest.fixture(scope="module")
@@ -189,104 +179,3 @@ def test_resume_runs_only_what_is_missing(interrupted):
 def test_finished_sweep_rerun_does_nothing_and_says_so(interrupted):
     assert "nothing to do" in interrupted["again"].stdout
     pd.testing.assert_frame_equal(interrupted["final"], interrupted["after"])
-
-
-# ---- atomic writes (no engine) -----------------------------------------------------------------
-WRITER = textwrap.dedent("""
-    import sys
-    from runner.schema import RequestRecord, TrialRecord
-    from runner.sinks.parquet import ParquetSink
-
-    sink = ParquetSink(sys.argv[1])
-    start = len(sink.rows["trials"])
-    for i in range(start, start + 100000):
-        tid = f"t-{i:06d}"
-        requests = [RequestRecord(sweep="s", run_id="r", trial_id=tid, engine_id="e", request_index=j,
-                                  output_token_ids=list(range(200))) for j in range(3)]
-        sink.write_trial(TrialRecord(model="m", sweep="s", run_id="r", trial_id=tid, engine_id="e",
-                                     workload="decode", workload_params_json="{}"), requests)
-        print(tid, flush=True)  # acknowledged: on disk
-""")
-
-
-def test_a_crash_mid_write_loses_at_most_the_trial_in_flight(tmp_path):
-    """SIGKILL a writer at arbitrary moments: every acknowledged trial survives, files stay readable,
-    and every trial on disk has its requests."""
-    acknowledged: list[str] = []
-    for round_ in range(4):
-        proc = subprocess.Popen([sys.executable, "-c", WRITER, str(tmp_path)], cwd=ROOT, stdout=subprocess.PIPE,
-                                text=True)
-        acknowledged += [proc.stdout.readline().strip() for _ in range(5 + 7 * round_)]
-        proc.kill()
-        acknowledged += [line.strip() for line in proc.stdout.read().splitlines()]
-        proc.wait()
-        trials = read_frame(tmp_path, "trials")
-        requests = read_frame(tmp_path, "requests")
-        on_disk = set(trials.trial_id)
-        assert set(acknowledged) <= on_disk
-        assert len(on_disk - set(acknowledged)) <= 1  # the one in flight, written but not yet acknowledged
-        counts = requests.groupby("trial_id").size()
-        assert all(counts.get(t, 0) == 3 for t in on_disk)
-
-
-# ---- pure scheduling helpers (no Ray) ----------------------------------------------------------
-def _plan(*, tps_and_trials):
-    from runner.plan.grid import EngineConfig, Plan, Trial
-    from runner.schema import EngineSettings
-
-    engines, trials = [], []
-    for i, (tp, n) in enumerate(tps_and_trials):
-        engine = EngineConfig(engine_id=f"e{i}", settings=EngineSettings(model="m", tensor_parallel_size=tp),
-                              engine_args={})
-        engines.append(engine)
-        trials += [Trial(trial_id=f"t{i}-{j}", engine_id=engine.engine_id, workload="decode", params={})
-                   for j in range(n)]
-    return Plan(sweep="s", engines=engines, trials=trials)
-
-
-def test_longest_group_first_and_tp_groups_take_their_gpus():
-    from runner.execution.scheduler import engine_for_actor, layout, pending_groups, units_needed
-
-    plan = _plan(tps_and_trials=[(1, 1), (1, 5), (2, 3)])
-    assert [g.engine.engine_id for g in pending_groups(plan, skip_trial_ids={"t1-0"})] == ["e1", "e2", "e0"]
-    assert layout(plan, device="cuda", units=4) == [["e1"], ["e2"], ["e2"], ["e0"]]
-    assert units_needed(plan.engines[2], device="cuda") == 2 and units_needed(plan.engines[2], device="cpu") == 1
-    assert engine_for_actor(plan.engines[2]).engine_args == {"distributed_executor_backend": "mp"}
-    assert engine_for_actor(plan.engines[0]).engine_args == {}
-
-
-def test_actor_env_unsets_the_process_wide_kv_size_for_a_per_engine_one():
-    from runner.execution.scheduler import actor_env
-
-    plan = _plan(tps_and_trials=[(1, 1)])
-    engine = plan.engines[0].__class__(engine_id="e", settings=plan.engines[0].settings,
-                                       engine_args={"kv_cache_memory_bytes": 1 << 24})
-    env = actor_env(base={"VLLM_CPU_KVCACHE_SPACE": "1"}, engine=engine, environ={"RUNNER_FAULTS": "[]"})
-    assert env == {"VLLM_CPU_KVCACHE_SPACE": None, "RUNNER_FAULTS": "[]"}
-    assert actor_env(base={"VLLM_CPU_KVCACHE_SPACE": "1"}, engine=plan.engines[0], environ={}) == {
-        "VLLM_CPU_KVCACHE_SPACE": "1"}
-
-
-def test_cluster_capacity():
-    from runner.config.schema import ClusterSection
-    from runner.execution.scheduler import cluster_capacity
-
-    assert cluster_capacity(cluster=ClusterSection(cpu_engine_slots=2), device="cpu", resources={}).device_units == 2
-    gpu = cluster_capacity(cluster=ClusterSection(), device="cuda", resources={"GPU": 8.0})
-    assert (gpu.device_units, gpu.max_parallel_engines) == (8, 8)
-    assert cluster_capacity(cluster=ClusterSection(max_parallel_engines=3), device="cuda",
-                            resources={"GPU": 8}).max_parallel_engines == 3
-
-
-def test_fault_hook_matches_named_trials_and_attempts_only():
-    from runner.execution.failures import injected_fault
-    from runner.plan.grid import Trial
-
-    trial = Trial(trial_id="t1", engine_id="e", workload="decode", params={}, concurrency=2)
-    spec = json.dumps([{"fault": "kill", "concurrency": 2}, {"fault": "hang", "trial_id": "t1", "attempts": [2]}])
-    assert injected_fault(trial=trial, attempt=1, spec=spec) == "kill"
-    assert injected_fault(trial=trial, attempt=2, spec=spec) == "hang"
-    assert injected_fault(trial=trial, attempt=3, spec=spec) is None
-    assert injected_fault(trial=trial, attempt=1, spec="") is None
-    with pytest.raises(ValueError, match="unknown fault"):
-        injected_fault(trial=trial, attempt=1, spec='[{"fault": "explode"}]')

@@ -1,26 +1,15 @@
 """Bad input is refused before anything starts, each refusal naming the override that fixes it.
 
-Most cases go through the same functions the CLI calls (override check, then make_plan on the
-composed config); a few go through `python -m runner` itself with dry_run=false.
+The cases go through the same functions the CLI calls (override check, then make_plan on the composed config);
+a few go through `python -m runner` itself with dry_run=false in tests/cli/test_validate.py.
 """
 from __future__ import annotations
 
 import pytest
-from runner.cli import CONF_DIR, make_plan
+from runner.cli import CONF_DIR
 from runner.config.overrides import check_overrides
-from runner.config.schema import ConfigError
-from runner.config.store import load_config
 
-from conftest import run_cli
-
-
-def plan_error(overrides: list[str]) -> str:
-    """What the CLI would print for these overrides ('' when the plan is valid): composed once, typed once."""
-    try:
-        make_plan(load_config(["tracking=none", *overrides]))
-    except ConfigError as exc:
-        return str(exc)
-    return ""
+from tests.support.plans import plan_error
 
 
 MALFORMED = [
@@ -80,23 +69,3 @@ def test_several_typos_are_all_named():
     errors = check_overrides(["sweep.grdi.concurrency=[1]", "cluster.cpu_engine_slot=2"], config_dir=CONF_DIR)
     assert len(errors) == 2
     assert "fix: cluster.cpu_engine_slots=2" in errors[1]
-
-
-# Through the real CLI with dry_run=false: exit 2, the message on stderr, no engine, no results.
-CLI_CASES = [
-    (["sweep.grid.concurrency=[0]"], "fix: sweep.grid.concurrency="),
-    (["sweep.grdi.concurrency=[1]"], "fix: sweep.grid.concurrency=[1]"),
-    (["workload=[nope]"], "fix: workload=[decode]"),
-    (["+engine.args.not_an_engine_arg=1"], "fix: remove or rename engine.args.not_an_engine_arg"),
-]
-
-
-@pytest.mark.parametrize("overrides,fix", CLI_CASES, ids=[" ".join(c[0]) for c in CLI_CASES])
-def test_cli_refuses_before_anything_starts(tmp_path, overrides, fix):
-    proc = run_cli("dry_run=false", "tracking=none", "run=bad", *overrides, output_root=tmp_path, check=False,
-                   timeout=300)
-    assert proc.returncode == 2, proc.stderr[-2000:]
-    assert fix in proc.stderr
-    assert "sweep '" not in proc.stdout  # the line printed once execution begins
-    assert not list(tmp_path.rglob("*.parquet"))
-    assert not list(tmp_path.rglob("logs"))

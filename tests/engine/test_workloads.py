@@ -9,7 +9,7 @@ import pytest
 
 from runner.sinks.parquet import read_frame
 
-from conftest import run_cli
+from tests.support.cli import run_cli
 
 pytestmark = pytest.mark.engine
 

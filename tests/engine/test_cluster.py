@@ -19,7 +19,7 @@ import pytest
 
 from runner.sinks.parquet import read_frame
 
-from conftest import ROOT, run_cli, session_processes
+from tests.support.cli import ROOT, run_cli, session_processes
 
 pytestmark = pytest.mark.engine
 

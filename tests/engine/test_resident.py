@@ -17,8 +17,7 @@ import pytest
 
 from runner.sinks.parquet import has_table, read_frame
 
-from conftest import run_cli, start_cli
-from test_faults import wait_until_gone
+from tests.support.cli import run_cli, start_cli, wait_until_gone
 
 pytestmark = pytest.mark.engine
 

@@ -1,0 +1,41 @@
+"""The report CLI (`python -m runner.report`) on hand-made Parquet results (tests/support/results.py)."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.support.cli import ROOT
+from tests.support.results import report_fixture
+
+
+@pytest.fixture(scope="module")
+def fixture_dir(tmp_path_factory) -> Path:
+    return report_fixture(tmp_path_factory.mktemp("fx") / "fixture")
+
+
+def test_write_report_files_and_cli(fixture_dir, tmp_path):
+    out = tmp_path / "out"
+    proc = subprocess.run([sys.executable, "-m", "runner.report", str(fixture_dir), "--out", str(out)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.rstrip().splitlines()[-1].startswith("| multi_turn")  # the verdict table ends the output
+    assert "verdict:" in proc.stdout and "| decode | tie within noise" in proc.stdout
+    text = (out / "report.md").read_text()
+    for heading in ("## Verdict", "## Crossovers", "## Best draft count", "## Capacity-wall flags",
+                    "## Output divergence", "## Failed configurations", "## Plots", "## Recommendation",
+                    "## Under a latency target", "## Pareto"):
+        assert heading in text
+    names = {p.name for p in out.glob("*.png")}
+    assert names == {"decode_vs_concurrency.png", "multi_turn_vs_concurrency.png", "acceptance_per_position.png",
+                     "kv_capacity.png", "decode_pareto.png"}
+    assert (out / "recommendation.yaml").exists()
+    assert not (fixture_dir / "report.md").exists()  # --out was honoured; the data folder is untouched
+
+
+def test_missing_folder_is_an_error_not_a_traceback(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "runner.report", str(tmp_path)], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 2 and "no results" in proc.stderr

@@ -1,0 +1,63 @@
+"""Runs `python -m runner` as a user would (W&B offline) and watches what its process session leaves behind."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def one_repeat(overrides) -> list[str]:
+    """The demo runs 3 repeats; tests built on its defaults run one unless they say otherwise."""
+    if any(o.startswith(("sweep=", "sweep.repeats=")) for o in overrides):
+        return list(overrides)
+    return ["sweep.repeats=1", *overrides]
+
+
+def run_cli(*overrides: str, output_root: Path, timeout: int = 1500, env: dict | None = None,
+            check: bool = True) -> subprocess.CompletedProcess:
+    """Runs `python -m runner` as a user would, with W&B offline inside the test's folder."""
+    full_env = {**os.environ, "WANDB_MODE": "offline", "PYTHONUNBUFFERED": "1", **(env or {})}
+    cmd = [sys.executable, "-m", "runner", f"output_root={output_root}", *one_repeat(overrides)]
+    proc = subprocess.run(cmd, cwd=ROOT, env=full_env, capture_output=True, text=True, timeout=timeout)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"{' '.join(cmd)} exited {proc.returncode}\n--- stdout\n{proc.stdout[-4000:]}"
+                             f"\n--- stderr\n{proc.stderr[-6000:]}")
+    return proc
+
+
+def start_cli(*overrides: str, output_root: Path, env: dict | None = None) -> subprocess.Popen:
+    """`python -m runner` in its own session (like a terminal's job), for signals and leftover checks."""
+    full_env = {**os.environ, "WANDB_MODE": "offline", "PYTHONUNBUFFERED": "1", **(env or {})}
+    cmd = [sys.executable, "-m", "runner", f"output_root={output_root}", *one_repeat(overrides)]
+    return subprocess.Popen(cmd, cwd=ROOT, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+
+
+def session_processes(sid: int) -> list[str]:
+    """Processes still alive in session `sid` (a start_cli child's pid): engines, actors, Ray daemons."""
+    alive = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if os.getsid(int(entry.name)) == sid:
+                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                alive.append(f"{entry.name} {cmdline[:120]}")
+        except (OSError, ProcessLookupError):
+            continue
+    return alive
+
+
+def wait_until_gone(sid: int, *, timeout_s: float = 90) -> list[str]:
+    """Waits for session `sid` to empty; what is still alive after `timeout_s` (nothing, when all went)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        left = session_processes(sid)
+        if not left:
+            return []
+        time.sleep(1)
+    return session_processes(sid)

@@ -1,0 +1,37 @@
+"""W&B tracking without a W&B process: what a trial's run would hold, and which tracker a setting opens. The export
+itself (the offline W&B service, a process) is in tests/cli/test_wandb.py."""
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from runner.config.schema import TrackingSection
+from runner.sinks import wandb_sink
+from runner.sinks.tracking import NullTracker, open_tracker
+from runner.sinks.wandb_sink import trial_config, trial_summary
+
+from tests.support.wandb_records import engine_record, trial_record
+
+pytestmark = pytest.mark.usefixtures("wandb_offline")
+
+
+def test_config_and_summary_hold_the_trial_and_the_engine_figures():
+    trial = dataclasses.asdict(trial_record("mtp:2", concurrency=1, tok_s=150.0))
+    engine = dataclasses.asdict(engine_record("mtp:2"))
+    config = trial_config(trial, engine)
+    assert config["spec"] == "mtp:2" and config["workload_params"] == {"input_len": 64, "output_len": 8}
+    assert config["concurrency"] == 1 and config["enable_prefix_caching"] is True
+    summary = trial_summary(trial, engine)
+    assert summary["decode_tok_s_per_session"] == 150.0
+    assert summary["spec_acceptance_pos1"] == 0.75 and summary["spec_acceptance_pos2"] == 0.5
+    assert summary["engine/kv_capacity_tokens"] == 699008 and summary["engine/weights_gib"] == 0.004
+    assert "concurrency" not in summary  # config, not a result
+
+
+def test_tracker_choice(tmp_path):
+    assert isinstance(open_tracker(tracking=TrackingSection(enabled=False), keys=None, run_dir=tmp_path, plan=None), NullTracker)
+    assert isinstance(open_tracker(tracking=TrackingSection(enabled=True, mode="disabled"), keys=None, run_dir=tmp_path,
+                                   plan=None), NullTracker)
+    tracker = open_tracker(tracking=TrackingSection(enabled=True, mode="offline"), keys=None, run_dir=tmp_path, plan=None)
+    assert isinstance(tracker, wandb_sink.WandbTracker) and tracker.target.mode == "offline"
