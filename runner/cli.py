@@ -163,7 +163,7 @@ def _prepare_builtin_model(model) -> None:
 
 def execution_options(execution: ExecutionSection, *, sweep: SweepSection) -> dict:
     """The scheduler's residency, order, deadline and race settings (checked when the config was typed)."""
-    return {"warmup": str(execution.warmup),
+    return {"engine_start": str(execution.engine_start), "warmup": str(execution.warmup),
             "warmup_output_cap": execution.warmup_output_cap, "resident": str(execution.resident),
             "deadline_s": execution.deadline_s, "order_seed": execution.order_seed,
             "shutdown_timeout_s": float(execution.shutdown_timeout_s), "race": sweep.race,

@@ -22,6 +22,7 @@ from runner.measurement.metrics import Slo
 from runner.measurement.records import RunKeys, failed_trial_row, request_rows, trial_row
 from runner.measurement.workloads import workload_class
 from runner.measurement.workloads.base import TrialContext, WholeRun
+from runner.config.schema import ModelSection
 from runner.models.source import ModelSource, resolve_model_source
 from runner.plan.grid import EngineConfig, Trial
 
@@ -50,7 +51,7 @@ class EngineActor:
     """Wrapped by `ray.remote` in the scheduler (resources differ per device kind)."""
 
     def __init__(self, *, env: dict[str, str], keys: RunKeys, slo: dict | None = None, warmup: str = "auto",
-                 warmup_output_cap: Optional[int] = WARMUP_OUTPUT_CAP):
+                 warmup_output_cap: Optional[int] = WARMUP_OUTPUT_CAP, engine_start: str = "spawn"):
         for name, value in env.items():  # None: unset what the node's environment may carry
             if value is None:
                 os.environ.pop(name, None)
@@ -64,6 +65,9 @@ class EngineActor:
         self.warmup_output_cap = warmup_output_cap
         # (workload, params, concurrency, api) already run on this engine: their first-use costs are paid.
         self.warm_shapes: set[tuple] = set()
+        # How vLLM's engine-core process starts (runner/execution/engine_process.py); installed once, in prepare.
+        self.engine_start = engine_start
+        self.start_method = None
         self.gc_pauses = GcPauses().install()
         fd, self.log_path = tempfile.mkstemp(prefix="runner-engine-", suffix=".log")
         # vLLM's and Ray's output, the engine core child's included, goes to this engine's log.
@@ -78,9 +82,9 @@ class EngineActor:
         except OSError:
             return ""
 
-    async def start(self, *, engine: EngineConfig, model: ModelSource | dict) -> StartResult:
+    async def start(self, *, engine: EngineConfig, model: ModelSource | ModelSection) -> StartResult:
         self.engine = engine
-        if isinstance(model, dict):  # a model config: resolved here, on the node that loads it
+        if not isinstance(model, ModelSource):  # a model config: resolved here, on the node that loads it
             try:
                 model = await asyncio.to_thread(_resolve_model, model)  # a build must not block read_log
             except Exception as exc:
@@ -88,6 +92,7 @@ class EngineActor:
                                    failure_reason=f"{type(exc).__name__}: {exc}"[:600])
         self.host = host_class(getattr(engine, "api", "async"))(engine=engine, model=model)
         try:
+            await asyncio.to_thread(self._install_start_method)
             columns = await self.host.start()
             quiet_heap()
             return StartResult(ok=True, columns=columns)
@@ -186,8 +191,21 @@ class EngineActor:
     async def prepare(self) -> dict:
         """Imports vLLM and torch and creates the device context before the engine loads (so that cost
         overlaps the previous engine's trials); returns the memory figures residency is planned from."""
+        from runner.config.schema import EngineStart
+        from runner.execution.engine_process import begin_fork_server
+
+        if EngineStart(self.engine_start) is EngineStart.FORKSERVER:
+            begin_fork_server()  # its vLLM import runs beside this process's own
         await asyncio.to_thread(_import_engine_stack)
+        await asyncio.to_thread(self._install_start_method)
         return memory_report()
+
+    def _install_start_method(self) -> None:
+        from runner.config.schema import EngineStart
+        from runner.execution.engine_process import use_start_method
+
+        if self.start_method is None:
+            self.start_method = use_start_method(EngineStart(self.engine_start))
 
     async def sleep(self) -> float:
         """Level 1 (weights to host RAM, KV dropped); returns the seconds it took."""
@@ -233,5 +251,5 @@ def _host_available_gib() -> float | None:
     return None
 
 
-def _resolve_model(model_cfg) -> ModelSource:
+def _resolve_model(model_cfg: ModelSection) -> ModelSource:
     return resolve_model_source(model_cfg)

@@ -48,6 +48,8 @@ class ExecutionSettings:
     race: bool = False
     race_tie_band: float = 0.02
     cpu_kv_gib: float = 1.0  # VLLM_CPU_KVCACHE_SPACE, for the CPU residency plan
+    # How vLLM's engine-core process starts in an actor: "auto" | "spawn" | "forkserver" (engine_process.py).
+    engine_start: str = "auto"
 
 
 class Interrupted(Exception):
@@ -89,6 +91,7 @@ class _Lane:
     planned: bool = False
     residents: dict = field(default_factory=dict)  # engine_id -> _Resident
     spare: object = None  # an actor started ahead (process + imports + context), no engine yet
+    spare_ready: object = None  # its prepare call: on CPU no trial starts before it has answered
     step: object = None
     trials: collections.deque = field(default_factory=collections.deque)
     current: Optional[_Resident] = None
@@ -161,8 +164,12 @@ class Scheduler:
             # Every CPU engine would otherwise pin its threads to the same cores.
             env["VLLM_CPU_OMP_THREADS_BIND"] = cpu_binding(slot=lane.index, cores_per_engine=s.cpus_per_engine,
                                                            total_cores=os.cpu_count() or 1)
+        from runner.config.schema import EngineStart
+        from runner.execution.engine_process import resolve
+
         actor = ray.remote(max_restarts=0, **options)(EngineActor).remote(
-            env=env, keys=self.keys, slo=s.slo, warmup=s.warmup, warmup_output_cap=s.warmup_output_cap)
+            env=env, keys=self.keys, slo=s.slo, warmup=s.warmup, warmup_output_cap=s.warmup_output_cap,
+            engine_start=resolve(EngineStart(s.engine_start), device=s.device).value)
         return actor
 
     def _resident_mode(self, engine: EngineConfig) -> bool:
@@ -389,7 +396,7 @@ class Scheduler:
             self._evict(lane, resident)
         if lane.spare is not None:
             self._kill(lane.spare, graceful=False)
-            lane.spare = None
+            lane.spare = lane.spare_ready = None
         return False
 
     def _enter_engine(self, lane: _Lane, engine: EngineConfig) -> None:
@@ -410,7 +417,7 @@ class Scheduler:
             self._evict(lane, least_soon_needed(list(lane.residents.values()), lane.steps))
         self._check_deadline(what=f"loading {engine.engine_id}", estimate_s=self._load_estimate(engine))
         actor = lane.spare if lane.spare is not None else self._new_actor(lane, engine)
-        lane.spare = None
+        lane.spare = lane.spare_ready = None
         lane.current = _Resident(engine=engine, actor=actor)
         if not lane.planned:
             self._call(lane, Phase.PREPARE, actor.prepare.remote(), self.settings.start_timeout_s)
@@ -444,7 +451,7 @@ class Scheduler:
                 continue
             engine = self.plan.engine(engine_id)
             actor = lane.spare if lane.spare is not None else self._new_actor(lane, engine)
-            lane.spare = None
+            lane.spare = lane.spare_ready = None
             ref = actor.start.remote(engine=engine_for_actor(engine), model=self.model_cfg)
             lane.preloading[engine_id] = (_Resident(engine=engine, actor=actor), ref, time.time())
 
@@ -493,6 +500,8 @@ class Scheduler:
             return
         if self.dying and self.settings.device == "cpu":
             self._reap(wait=True)  # an engine shutting down would take cores from the trial
+        if lane.spare_ready is not None and self.settings.device == "cpu":
+            self._await_spare(lane)  # so would the next engine's imports
         trial = lane.trials[0]
         engine = lane.current.engine
         self._check_deadline(what=f"trial {trial.trial_id}", estimate_s=self._trial_estimate(engine, trial))
@@ -519,7 +528,14 @@ class Scheduler:
         if self.settings.device == "cuda" and lane.max_resident <= 1 and not self._resident_mode(lane.current.engine):
             return  # a whole-GPU (or TP) bundle has no fraction to spare
         lane.spare = self._new_actor(lane, self.plan.engine(nxt.engine_id))
-        lane.spare.prepare.remote()
+        lane.spare_ready = lane.spare.prepare.remote()
+
+    def _await_spare(self, lane: _Lane) -> None:
+        """Blocks until the spare's imports are done (a failed prepare shows again when the spare starts)."""
+        import ray
+
+        ray.wait([lane.spare_ready], timeout=self.settings.start_timeout_s)
+        lane.spare_ready = None
 
     def _end_step(self, lane: _Lane) -> None:
         current = lane.current
@@ -752,7 +768,7 @@ class Scheduler:
                 actors += [r.actor for r, _, _ in lane.preloading.values()]
                 lane.preloading.clear()
                 lane.residents.clear()
-                lane.current = lane.spare = None
+                lane.current = lane.spare = lane.spare_ready = None
             actors += [d.actor for d in self.dying]
             self.dying.clear()
             actors = list({id(a): a for a in actors}.values())

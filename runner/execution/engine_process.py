@@ -1,0 +1,133 @@
+"""How vLLM's engine-core process starts inside an actor: forked from a warm fork server, not spawned cold.
+
+vLLM forces `spawn` inside a Ray actor (forking a process that runs Ray's threads is unsafe), so every engine
+load started a fresh interpreter that imported vLLM again, and on CPU that engine core spawned its worker
+the same way: two cold imports, ~13 s each on a 2-core machine, ~30 s on the H200 host, per load. A fork server
+is what `spawn` is for, without the cost: a clean interpreter started by exec (no Ray threads in it), with
+vLLM imported once, ahead of the load; each engine core forks from it. Its children are what spawn would
+give them: the actor's environment as it is at `start()`, the same pickled target. An engine core started
+this way is no longer inside a Ray actor, so it starts its own workers the way `vllm serve` does (fork).
+
+`method="spawn"` leaves vLLM as it is. The fork server is per actor process (one engine per actor) and stays
+for the actor's life: vLLM watches its engine core through the fork server's status pipe (~0.35 GB PSS on CPU).
+"""
+from __future__ import annotations
+
+import multiprocessing
+import os
+from multiprocessing.context import ForkServerProcess
+
+from runner.config.schema import EngineStart
+
+# Imported once in the fork server: what the engine core and its executor import before they run.
+PRELOAD = ("vllm.v1.engine.core", "vllm.v1.executor.multiproc_executor", "vllm.v1.executor.uniproc_executor")
+
+
+def resolve(method: EngineStart, *, device: str) -> EngineStart:
+    """auto: forkserver on CPU; spawn on CUDA until the fork server is measured there."""
+    if method is not EngineStart.AUTO:
+        return method
+    return EngineStart.FORKSERVER if device == "cpu" else EngineStart.SPAWN
+
+
+class _CarriedEnvProcess(ForkServerProcess):
+    """A fork-server child that runs with the parent's environment of the moment it was started (vLLM sets
+    variables in os.environ just before `start()`, which a spawned child would inherit)."""
+
+    def start(self):
+        self._carried_env = {**os.environ, "VLLM_WORKER_MULTIPROC_METHOD": "fork"}
+        super().start()
+
+    def run(self):
+        _die_with_parent()
+        _let_the_fork_server_go()
+        carried = getattr(self, "_carried_env", None)
+        if carried is not None:
+            os.environ.clear()
+            os.environ.update(carried)
+        super().run()
+
+
+def _let_the_fork_server_go() -> None:
+    """A fork-server child holds the server's "alive" pipe (so that it could use the server too), which keeps the
+    server running for as long as the child lives; the engine core does not use it (its workers fork), and with
+    it closed the server goes when its actor goes, and the engine core with it."""
+    from multiprocessing import forkserver
+
+    server = getattr(forkserver, "_forkserver", None)
+    fd = getattr(server, "_forkserver_alive_fd", None)
+    if fd is None:
+        return
+    try:
+        os.close(fd)
+    except OSError:
+        pass
+    server._forkserver_alive_fd = None
+
+
+def _die_with_parent() -> None:
+    """A spawned engine core is the actor's child and goes when Ray kills the actor's children; a forked one is
+    the fork server's child, so it asks the kernel to kill it when the fork server goes (which goes with the
+    actor). Its workers follow it through vLLM's own death pipe."""
+    import ctypes
+    import signal
+
+    pr_set_pdeathsig = 1
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, int(signal.SIGKILL), 0, 0, 0)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() == 1:  # the fork server went before the call above took effect
+        os._exit(1)
+
+
+class _ForkServerContext:
+    """Stands in for the context vLLM's `get_mp_context()` returns, where the engine core is started."""
+
+    def __init__(self):
+        self._ctx = multiprocessing.get_context("forkserver")
+
+    def Process(self, *args, **kwargs):  # noqa: N802 (multiprocessing's name)
+        return _CarriedEnvProcess(*args, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self._ctx, name)
+
+
+def _noop() -> None:
+    pass
+
+
+def begin_fork_server() -> None:
+    """Launches this process's fork server, which imports PRELOAD in its own process: call it before this
+    process's own imports so that the two run side by side. Idempotent."""
+    from multiprocessing import forkserver
+
+    multiprocessing.get_context("forkserver").set_forkserver_preload(list(PRELOAD))
+    forkserver.ensure_running()
+
+
+def warm_fork_server() -> None:
+    """Returns once the fork server has imported PRELOAD (a first child forked from it answers only then), so
+    that the import is paid in `prepare` and not beside a trial."""
+    begin_fork_server()
+    probe = multiprocessing.get_context("forkserver").Process(target=_noop, daemon=True)
+    probe.start()
+    probe.join()
+
+
+def use_start_method(method: EngineStart) -> EngineStart:
+    """Installs `method` for the engine cores this process starts; returns the one in effect (spawn where this
+    vLLM has no place to install the fork server)."""
+    if method is EngineStart.SPAWN:
+        return method
+    try:
+        import vllm.v1.engine.utils as engine_utils
+    except ImportError:
+        return EngineStart.SPAWN
+    if not callable(getattr(engine_utils, "get_mp_context", None)):
+        return EngineStart.SPAWN
+    warm_fork_server()
+    context = _ForkServerContext()
+    engine_utils.get_mp_context = lambda: context
+    return method
