@@ -10,6 +10,7 @@ import typing
 from typing import Optional
 
 SCHEMA_NAME = "config_schema"
+PKG = "pkg://"
 
 
 def register_schema() -> None:
@@ -21,8 +22,20 @@ def register_schema() -> None:
     ConfigStore.instance().store(name=SCHEMA_NAME, node=RunConfig)
 
 
+def initialize_hydra(config_dir: str, *, job_name: Optional[str] = None):
+    """Hydra's context for composing from `config_dir`: a `pkg://` search path (the installed configs,
+    runner.config.store.CONF_DIR) or an absolute folder."""
+    from hydra import initialize_config_dir, initialize_config_module
+
+    named = {"job_name": job_name} if job_name else {}
+    if config_dir.startswith(PKG):
+        return initialize_config_module(config_module=config_dir[len(PKG):], version_base=None, **named)
+    return initialize_config_dir(version_base=None, config_dir=config_dir, **named)
+
+
 def check_overrides(overrides: list[str], *, config_dir: str, config_name: str = "config") -> list[str]:
-    """Each override that cannot apply, with the override that fixes it (empty: all apply)."""
+    """Each override that cannot apply, with the override that fixes it (empty: all apply). `config_dir`: a
+    folder or a `pkg://` search path."""
     errors: list[str] = []
     kept = list(overrides)
     for _ in range(len(overrides) + 1):
@@ -38,10 +51,10 @@ def check_overrides(overrides: list[str], *, config_dir: str, config_name: str =
 
 
 def _compose(overrides: list[str], *, config_dir: str, config_name: str):
-    from hydra import compose, initialize_config_dir
+    from hydra import compose
 
     register_schema()
-    with initialize_config_dir(version_base=None, config_dir=config_dir):
+    with initialize_hydra(config_dir):
         return compose(config_name=config_name, overrides=overrides)
 
 
@@ -133,10 +146,18 @@ def _unknown_key_message(key: str, *, override: str, base) -> str:
 
 
 def _group_options(config_dir: str, group: str) -> list[str]:
-    folder = os.path.join(config_dir, group)
-    if not os.path.isdir(folder):
-        return []
-    return sorted(f[:-5] for f in os.listdir(folder) if f.endswith(".yaml"))
+    if config_dir.startswith(PKG):
+        from importlib import resources
+
+        try:
+            folder = resources.files(config_dir[len(PKG):]).joinpath(group)
+        except (ImportError, TypeError, ValueError):
+            return []
+        names = [f.name for f in folder.iterdir()] if folder.is_dir() else []
+    else:
+        folder = os.path.join(config_dir, group)
+        names = os.listdir(folder) if os.path.isdir(folder) else []
+    return sorted(f[:-5] for f in names if f.endswith(".yaml"))
 
 
 def _chain(exc: BaseException):

@@ -8,16 +8,34 @@ bad override with its fix.
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 from pathlib import Path
 from typing import Callable
 
 from omegaconf import DictConfig, OmegaConf
 
-from runner.config.overrides import SCHEMA_NAME, check_overrides, register_schema
+from runner.config.overrides import PKG, SCHEMA_NAME, check_overrides, initialize_hydra, register_schema
 from runner.config.schema import ConfigError, RunConfig
 
-CONF_DIR = str(Path(__file__).resolve().parents[2] / "conf")
+CONF_PACKAGE = "runner.conf"
 CONFIG_NAME = "config"
+
+
+def config_search_path() -> str:
+    """Where Hydra reads conf/: the package runner.conf (`pkg://runner.conf`; pyproject.toml maps conf/ and
+    sweeps/ into it), in a wheel or, through the editable install, in the checkout. A checkout that is not
+    installed (runner imported from the source tree only) reads conf/ beside runner/ directly."""
+    try:
+        installed = importlib.util.find_spec(CONF_PACKAGE) is not None
+    except (ImportError, ValueError):
+        installed = False
+    source = Path(__file__).resolve().parents[2] / "conf"
+    if not installed and (source / "config.yaml").is_file():
+        return str(source)
+    return PKG + CONF_PACKAGE
+
+
+CONF_DIR = config_search_path()  # hydra.main's config_path, and what compose() initializes Hydra with
 
 register_schema()
 
@@ -79,10 +97,10 @@ def invalid_overrides(overrides: list[str]) -> ConfigError:
 
 def compose(overrides: list[str]) -> DictConfig:
     """The composed config (once), or ConfigError naming each bad override and its fix."""
-    from hydra import compose as hydra_compose, initialize_config_dir
+    from hydra import compose as hydra_compose
 
     try:
-        with initialize_config_dir(version_base=None, config_dir=CONF_DIR):
+        with initialize_hydra(CONF_DIR):
             return hydra_compose(config_name=CONFIG_NAME, overrides=list(overrides))
     except Exception as exc:
         raise invalid_overrides(overrides) from exc
@@ -96,12 +114,11 @@ def load_config(overrides: list[str]) -> RunConfig:
 def run_job(overrides: list[str], task: Callable[[DictConfig], None], *, job_name: str = "cli") -> None:
     """What `hydra.main` does for a single run (output folder, .hydra/, logging, HydraConfig), composing once:
     a composition that fails raises ConfigError with each bad override's fix instead of Hydra's first message."""
-    from hydra import initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
     from hydra.types import RunMode
 
     failed = None
-    with initialize_config_dir(version_base=None, config_dir=CONF_DIR, job_name=job_name):
+    with initialize_hydra(CONF_DIR, job_name=job_name):
         hydra = GlobalHydra.instance().hydra
         try:
             cfg = hydra.compose_config(config_name=CONFIG_NAME, overrides=list(overrides), run_mode=RunMode.RUN,

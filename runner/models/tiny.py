@@ -23,6 +23,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from runner.cache import cache_root
 from runner.models.corpus import HELDOUT_MODULUS, corpus_files, heldout_files, load_tokenizer
 
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
@@ -122,10 +123,8 @@ def build_tiny_model(*, out_dir: Path, spec: TinyModelSpec = TinyModelSpec()) ->
 
 
 def default_cache_dir() -> Path:
-    env = os.environ.get("RUNNER_CACHE_DIR")
-    if env:
-        return Path(env)
-    return Path(__file__).resolve().parents[2] / ".cache"
+    """$RUNNER_CACHE_DIR, else ${XDG_CACHE_HOME:-~/.cache}/vllm-sweep (runner.cache)."""
+    return cache_root()
 
 
 def tiny_model_dir(*, cache_dir: Path | None = None, spec: TinyModelSpec = TinyModelSpec()) -> Path:

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
+from runner.cache import cache_root
+
 SPEC_FORMAT = 1
 
 
@@ -43,8 +45,7 @@ class EngineArgSpec:
 
 # ---- where the cache lives and what keys it --------------------------------------------------------------
 def cache_dir() -> Path:
-    root = os.environ.get("RUNNER_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "vllm-sweep-runner")
-    return Path(root) / "engine-args"
+    return cache_root() / "engine-args"
 
 
 def _installed_key() -> Optional[tuple[str, str]]:
