@@ -16,6 +16,7 @@ from runner.measurement.records import RunKeys
 from runner.plan.grid import Plan, PlanError, build_plan
 from runner.plan.validate import capacity_warnings, engine_arg_spec, validate
 from runner.report.settings import ReportSettingsError, parse_settings as parse_report_settings
+from runner.schema import TrialStatus
 
 
 def make_plan(config: RunConfig, *, check_engine_args: bool = True, warn=None) -> Plan:
@@ -258,7 +259,8 @@ _IMPORTED_AT = time.time()
 
 def _skipped_ids(sink) -> set[str]:
     """Race-eliminated trials are done: a resume does not run them (nor does retry_failed)."""
-    return {r["trial_id"] for r in getattr(sink, "rows", {}).get("trials", []) if r.get("status") == "skipped"}
+    rows = getattr(sink, "rows", {}).get("trials", [])
+    return {r["trial_id"] for r in rows if r.get("status") == TrialStatus.SKIPPED}
 
 
 def _raise_interrupt(signum, frame):

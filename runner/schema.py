@@ -3,15 +3,65 @@
 Every sink (Parquet, W&B) and every report derives its columns from these
 dataclasses; nothing else declares a result column. Optional fields are
 nullable; lists become Arrow list columns.
+
+The states a column holds are the StrEnums below, defined once: a record's column stays a str (its Arrow type),
+set from the enum; a StrEnum member equals its string, so frames read back from Parquet (plain strings)
+compare with `frame.status == TrialStatus.OK`. Their values are what is on disk: never rename one.
 """
 from __future__ import annotations
 
 import dataclasses
+import enum
 import typing
 from dataclasses import dataclass, field
 from typing import Optional
 
 SCHEMA_VERSION = 1
+
+
+class EngineStatus(enum.StrEnum):
+    """engines.status: the engine loaded, or its start failed (failure_kind says why)."""
+
+    OK = "ok"
+    FAILED = "failed"
+
+
+class TrialStatus(enum.StrEnum):
+    """trials.status."""
+
+    OK = "ok"
+    FAILED = "failed"  # failure_kind says why (engine_start_failure(...) when its engine did not start)
+    SKIPPED = "skipped"  # the race stopped it (failure_kind RACE_ELIMINATED): neither a result nor a failure
+
+
+class Phase(enum.StrEnum):
+    """phases.phase: a span of a device lane's time (PhaseRecord); also the scheduler's lane state."""
+
+    LAUNCH = "launch"  # lane -1: the command's process start to the first engine actor
+    PREPARE = "prepare"  # process, imports, device context
+    START = "start"  # the engine loads
+    WAKE = "wake"
+    TRIAL = "trial"
+    SLEEP = "sleep"
+    PRELOAD = "preload"  # waiting for engines loading beside this lane's own before its trials start (CPU)
+    IDLE = "idle"  # no call in flight: the scheduler's lane state only, never a span
+
+
+# ---- failure kinds (failure_kind) -----------------------------------------------------------------
+RACE_ELIMINATED = "race_eliminated"  # a trial the race stopped (status SKIPPED)
+_ENGINE_START = "engine_start:"
+
+
+def engine_start_failure(engine_kind: str) -> str:
+    """A trial's failure_kind when its engine did not start: `engine_start:<the engine's failure_kind>`."""
+    return f"{_ENGINE_START}{engine_kind}"
+
+
+def engine_start_cause(failure_kind) -> Optional[str]:
+    """The engine's failure_kind behind a trial's engine_start_failure(...); None for any other kind."""
+    if isinstance(failure_kind, str) and failure_kind.startswith(_ENGINE_START):
+        return failure_kind[len(_ENGINE_START):]
+    return None
 
 
 @dataclass(kw_only=True)
@@ -41,7 +91,7 @@ class EngineRecord(EngineSettings):
     sweep: str
     run_id: str
     engine_id: str
-    status: str  # "ok" | "failed"
+    status: str  # an EngineStatus
     failure_kind: Optional[str] = None
     failure_reason: Optional[str] = None
     failure_numbers_json: Optional[str] = None
@@ -76,7 +126,7 @@ class TrialRecord(EngineSettings):
     api: str = "async"
     concurrency: int = 1
     repeat: int = 0
-    status: str = "ok"  # "ok" | "failed" | "skipped" (a race-eliminated trial: failure_kind "race_eliminated")
+    status: str = TrialStatus.OK  # a TrialStatus
     failure_kind: Optional[str] = None
     failure_reason: Optional[str] = None
     attempts: int = 1
@@ -185,7 +235,7 @@ class PhaseRecord:
     sweep: str
     run_id: str
     lane: int
-    phase: str  # a runner.execution.scheduler.Phase value, or "launch"
+    phase: str  # a Phase (never IDLE)
     engine_id: Optional[str] = None
     trial_id: Optional[str] = None
     round: Optional[int] = None

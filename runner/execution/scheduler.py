@@ -8,7 +8,6 @@ from __future__ import annotations
 import collections
 import contextlib
 import dataclasses
-import enum
 import json
 import os
 import random
@@ -23,7 +22,8 @@ from typing import Callable, Optional
 from runner.execution.failures import FAULTS_ENV
 from runner.measurement.records import RunKeys, failed_trial_row
 from runner.plan.grid import EngineConfig, Plan, Trial
-from runner.schema import EngineRecord, PhaseRecord
+from runner.schema import (RACE_ELIMINATED, EngineRecord, EngineStatus, Phase, PhaseRecord, TrialStatus,
+                           engine_start_failure)
 
 
 @dataclass(kw_only=True)
@@ -60,16 +60,6 @@ class DeadlineReached(Exception):
     def __init__(self, left: int, reason: str):
         super().__init__(reason)
         self.left, self.reason = left, reason
-
-
-class Phase(enum.Enum):
-    IDLE = "idle"
-    PREPARE = "prepare"  # process, imports, device context
-    START = "start"      # the engine loads
-    WAKE = "wake"
-    TRIAL = "trial"
-    SLEEP = "sleep"
-    PRELOAD = "preload"  # waiting for engines loading beside this lane's own before its trials start (CPU)
 
 
 @dataclass(kw_only=True)
@@ -250,7 +240,7 @@ class Scheduler:
 
     def _call(self, lane: _Lane, phase: Phase, ref, timeout_s: float) -> None:
         if self.launched_at is not None:
-            self._write_phase(lane=-1, phase="launch", engine_id=None, started_at=self.launched_at,
+            self._write_phase(lane=-1, phase=Phase.LAUNCH.value, engine_id=None, started_at=self.launched_at,
                               duration_s=time.time() - self.launched_at)
             self.launched_at = None
         lane.phase, lane.ref = phase, ref
@@ -291,16 +281,16 @@ class Scheduler:
         with signals_deferred():
             self.sink.write_trial(record, requests)
         self.position += 1
-        if record.status == "ok" and record.duration_s is not None:
+        if record.status == TrialStatus.OK and record.duration_s is not None:
             self.durations[(record.engine_id, record.workload)].append(float(record.duration_s))
-        if self.settings.race and record.status == "ok":
+        if self.settings.race and record.status == TrialStatus.OK:
             self._add_sample(record, requests)
         self.on_trial(record, requests)
         if self.progress is not None:
             self.progress.update(1)
 
     def _fail_trial(self, engine: EngineConfig, trial: Trial, *, kind: str, reason: str,
-                    status: str = "failed") -> None:
+                    status: TrialStatus = TrialStatus.FAILED) -> None:
         row = failed_trial_row(keys=self.keys, trial=trial, settings=engine.settings, kind=kind, reason=reason,
                                attempts=self.attempts.get(trial.trial_id, 1))
         self._record_trial(dataclasses.replace(row, status=status), [], trial=trial)
@@ -309,16 +299,16 @@ class Scheduler:
                      **columns) -> None:
         """A failed start is a result: one failed engine row, and each of its trials left failed with the reason.
         `current`: the lane's own engine (its step's trials fail too), else one that was loading beside it."""
-        self._write_engine(self._engine_record(engine, status="failed", failure_kind=kind, failure_reason=reason,
-                                               started_at=time.time(), **columns))
+        self._write_engine(self._engine_record(engine, status=EngineStatus.FAILED, failure_kind=kind,
+                                               failure_reason=reason, started_at=time.time(), **columns))
         if current:
             for trial in list(lane.trials):
-                self._fail_trial(engine, trial, kind=f"engine_start:{kind}", reason=reason)
+                self._fail_trial(engine, trial, kind=engine_start_failure(kind), reason=reason)
             lane.trials.clear()
         for step in lane.steps:  # its later rounds cannot run either
             if step.engine_id == engine.engine_id:
                 for trial in step.trials:
-                    self._fail_trial(engine, trial, kind=f"engine_start:{kind}", reason=reason)
+                    self._fail_trial(engine, trial, kind=engine_start_failure(kind), reason=reason)
         lane.steps = collections.deque(st for st in lane.steps if st.engine_id != engine.engine_id)
 
     # ---- race --------------------------------------------------------------------------------
@@ -361,12 +351,13 @@ class Scheduler:
             return None
         return self.settings.deadline_s - (time.monotonic() - self.t0)
 
-    def _check_deadline(self, *, what: str, estimate_s: Optional[float]) -> None:
+    def _check_deadline(self, *, phase: Phase, what: str, estimate_s: Optional[float]) -> None:
+        """Raises DeadlineReached when the call about to go out (phase START or TRIAL) would pass the deadline."""
         left = self._left_s()
         if left is None or estimate_s is None or estimate_s <= left:
             return
         todo = sum(len(st.trials) for lane in self.lanes for st in lane.steps) + \
-            sum(len(lane.trials) for lane in self.lanes) + (1 if what.startswith("trial") else 0)
+            sum(len(lane.trials) for lane in self.lanes) + (1 if phase is Phase.TRIAL else 0)
         raise DeadlineReached(left=todo, reason=f"{what} would take ~{estimate_s:.0f} s, {max(left, 0):.0f} s left "
                                                 f"before execution.deadline_s={self.settings.deadline_s:g}")
 
@@ -384,7 +375,7 @@ class Scheduler:
             for trial in step.trials:
                 reason = self.eliminated.get((trial.engine_id, trial.workload))
                 if reason is not None:
-                    self._fail_trial(engine, trial, kind="race_eliminated", reason=reason, status="skipped")
+                    self._fail_trial(engine, trial, kind=RACE_ELIMINATED, reason=reason, status=TrialStatus.SKIPPED)
                 else:
                     trials.append(trial)
             if not trials:
@@ -415,7 +406,8 @@ class Scheduler:
         # Room first: the engine least soon needed again goes.
         while len(lane.residents) >= lane.max_resident and lane.residents:
             self._evict(lane, least_soon_needed(list(lane.residents.values()), lane.steps))
-        self._check_deadline(what=f"loading {engine.engine_id}", estimate_s=self._load_estimate(engine))
+        self._check_deadline(phase=Phase.START, what=f"loading {engine.engine_id}",
+                             estimate_s=self._load_estimate(engine))
         actor = lane.spare if lane.spare is not None else self._new_actor(lane, engine)
         lane.spare = lane.spare_ready = None
         lane.current = _Resident(engine=engine, actor=actor)
@@ -480,7 +472,8 @@ class Scheduler:
             if columns.get("load_s") is not None:
                 self.loads[engine.engine_id] = float(columns["load_s"])
             lane.residents[engine.engine_id] = resident
-            self._write_engine(self._engine_record(engine, status="ok", log_file=self._save_log(engine, resident.actor),
+            self._write_engine(self._engine_record(engine, status=EngineStatus.OK,
+                                                   log_file=self._save_log(engine, resident.actor),
                                                    started_at=time.time(), device_kind=self.settings.device,
                                                    **columns))
         else:
@@ -504,7 +497,8 @@ class Scheduler:
             self._await_spare(lane)  # so would the next engine's imports
         trial = lane.trials[0]
         engine = lane.current.engine
-        self._check_deadline(what=f"trial {trial.trial_id}", estimate_s=self._trial_estimate(engine, trial))
+        self._check_deadline(phase=Phase.TRIAL, what=f"trial {trial.trial_id}",
+                             estimate_s=self._trial_estimate(engine, trial))
         lane.trials.popleft()
         attempt = self.attempts.get(trial.trial_id, 0) + 1
         self.attempts[trial.trial_id] = attempt
@@ -660,8 +654,9 @@ class Scheduler:
             if columns.get("load_s") is not None:
                 self.loads[engine.engine_id] = float(columns["load_s"])
             lane.current.weights_gib = float(columns.get("weights_gib") or 0.0)
-            self._write_engine(self._engine_record(engine, status="ok", log_file=log_file, started_at=time.time(),
-                                                   device_kind=self.settings.device, **columns))
+            self._write_engine(self._engine_record(engine, status=EngineStatus.OK, log_file=log_file,
+                                                   started_at=time.time(), device_kind=self.settings.device,
+                                                   **columns))
             self._after_load(lane)
             return
         self._kill(actor, graceful=False)

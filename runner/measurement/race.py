@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Optional, Sequence
 
 from runner.measurement.stats import beats, ratio_interval
+from runner.schema import TrialStatus
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -55,7 +56,7 @@ def trial_sample(trial, requests) -> Optional[float]:
     """
     from runner.measurement.workloads import workload_class
 
-    if getattr(trial, "status", "ok") != "ok":
+    if getattr(trial, "status", TrialStatus.OK) != TrialStatus.OK:
         return None
     metric = workload_class(trial.workload).deciding
     if metric.requests is None:

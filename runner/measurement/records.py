@@ -7,7 +7,7 @@ from typing import Sequence
 from runner.measurement.metrics import (Slo, chunk_gaps, combine_hashes, distinct_token_share, e2e, hash_tokens,
                                         trial_latency_summary, tpot, ttft)
 from runner.measurement.workloads.base import RequestResult
-from runner.schema import EngineSettings, RequestRecord, TrialRecord
+from runner.schema import EngineSettings, RequestRecord, TrialRecord, TrialStatus
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -50,7 +50,7 @@ def trial_row(*, keys: RunKeys, trial, settings: EngineSettings, results: Sequen
         **dataclasses.asdict(settings),
         sweep=keys.sweep, run_id=keys.run_id, trial_id=trial.trial_id, engine_id=trial.engine_id,
         workload=trial.workload, workload_params_json=trial.params_json, api=trial.api,
-        concurrency=trial.concurrency, repeat=trial.repeat, status="ok", attempts=attempts,
+        concurrency=trial.concurrency, repeat=trial.repeat, status=TrialStatus.OK, attempts=attempts,
         started_at=started_at, wall_s=wall_s, num_requests=len(measured),
         prompt_tokens_total=sum(r.prompt_tokens for r in measured),
         cached_tokens_total=sum(cached) if cached else None,
@@ -69,6 +69,6 @@ def failed_trial_row(*, keys: RunKeys, trial, settings: EngineSettings, kind: st
         **dataclasses.asdict(settings),
         sweep=keys.sweep, run_id=keys.run_id, trial_id=trial.trial_id, engine_id=trial.engine_id,
         workload=trial.workload, workload_params_json=trial.params_json, api=trial.api,
-        concurrency=trial.concurrency, repeat=trial.repeat, status="failed", failure_kind=kind,
+        concurrency=trial.concurrency, repeat=trial.repeat, status=TrialStatus.FAILED, failure_kind=kind,
         failure_reason=reason, attempts=attempts,
     )

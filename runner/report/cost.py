@@ -9,10 +9,11 @@ from __future__ import annotations
 import pandas as pd
 
 from runner.report.arms import POINT_FIELDS
+from runner.schema import TrialStatus
 
 
 def cost_table(trials: pd.DataFrame, *, gpu_hour_usd: float) -> pd.DataFrame:
-    ok = trials[trials.status == "ok"].copy()
+    ok = trials[trials.status == TrialStatus.OK].copy()
     ok["agg_tok_s"] = pd.to_numeric(ok.decode_tok_s_aggregate, errors="coerce")
     ok["devices"] = pd.to_numeric(ok.tensor_parallel_size, errors="coerce").fillna(1).clip(lower=1)
     rows = []

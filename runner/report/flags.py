@@ -7,6 +7,7 @@ import numpy as np
 import pandas as pd
 
 from runner.report.arms import POINT_FIELDS
+from runner.schema import EngineStatus, TrialStatus
 
 # Live KV demand at or above this share of the pool counts as the capacity wall: block rounding, pinned
 # prefix-cache blocks and the scheduler's watermark make the pool run out before demand reaches 100%
@@ -65,7 +66,7 @@ def capacity_flags(trials: pd.DataFrame, requests: pd.DataFrame, engines: pd.Dat
     frame["why"] = [", ".join(w for w, on in (("demand ≥ 80% of pool", d), ("preemptions", p),
                                                 (f"KV usage peak ≥ {KV_USAGE_WALL:.0%}", u)) if on)
                     for d, p, u in zip(by_demand, preempted, usage)]
-    walled = frame[(by_demand | preempted | usage) & (frame.status == "ok")]
+    walled = frame[(by_demand | preempted | usage) & (frame.status == TrialStatus.OK)]
     return walled[["source", "workload", "workload_params_json", "concurrency", "repeat", "arm", "trial_id",
                    "demand_tokens", "pool_tokens", "demand_share", "num_preemptions", "kv_usage_peak", "why"]]
 
@@ -91,7 +92,7 @@ def divergence_flags(trials: pd.DataFrame, requests: pd.DataFrame) -> pd.DataFra
     The reference is the spec-off arm where there is one (else the first arm): at temperature 0 a
     speculative method that only changes speed must produce the reference's tokens.
     """
-    ok = trials[(trials.status == "ok") & trials.output_hash.notna()]
+    ok = trials[(trials.status == TrialStatus.OK) & trials.output_hash.notna()]
     rows = []
     for key, group in ok.groupby([*POINT_FIELDS, "repeat"], sort=False):
         if group.arm.nunique() < 2:
@@ -113,7 +114,7 @@ def divergence_flags(trials: pd.DataFrame, requests: pd.DataFrame) -> pd.DataFra
 def failures(engines: pd.DataFrame, trials: pd.DataFrame) -> pd.DataFrame:
     """Failed configurations and trials with their reasons; a trial failed because its engine did is folded in."""
     rows = []
-    failed_engines = engines[engines.status != "ok"] if len(engines) else engines
+    failed_engines = engines[engines.status != EngineStatus.OK] if len(engines) else engines
     for _, e in failed_engines.iterrows():
         numbers = json.loads(e.failure_numbers_json) if isinstance(e.failure_numbers_json, str) else {}
         n_trials = int(((trials.source == e.source) & (trials.engine_id == e.engine_id)).sum()) if len(trials) else 0
@@ -121,7 +122,7 @@ def failures(engines: pd.DataFrame, trials: pd.DataFrame) -> pd.DataFrame:
                      "numbers": ", ".join(f"{k}={v}" for k, v in numbers.items()), "trials": n_trials})
     engine_failed = set(zip(failed_engines.source, failed_engines.engine_id)) if len(failed_engines) else set()
     # A trial the race skipped is not a failure (see runner.report.race_report).
-    failed_trials = trials[~trials.status.isin(["ok", "skipped"])] if len(trials) else trials
+    failed_trials = trials[~trials.status.isin([TrialStatus.OK, TrialStatus.SKIPPED])] if len(trials) else trials
     keep = np.array([(s, e) not in engine_failed for s, e in zip(failed_trials.source, failed_trials.engine_id)],
                     dtype=bool)
     failed_trials = failed_trials[keep]
@@ -141,7 +142,7 @@ def degenerate_flags(trials: pd.DataFrame) -> pd.DataFrame:
     """Arms (per workload) whose median distinct-token share is below DEGENERATE_SHARE; none without the column."""
     if "distinct_token_share" not in trials or not len(trials):
         return pd.DataFrame(columns=["workload", "arm", "distinct_token_share", "trials"])
-    ok = trials[(trials.status == "ok")].assign(
+    ok = trials[(trials.status == TrialStatus.OK)].assign(
         distinct_token_share=lambda f: pd.to_numeric(f.distinct_token_share, errors="coerce"))
     ok = ok.dropna(subset=["distinct_token_share"])
     rows = []
@@ -171,7 +172,7 @@ def bandwidth_shares(points: pd.DataFrame, engines: pd.DataFrame, *,
     from runner.report.metrics import deciding_metric
 
     decode = points[np.array([deciding_metric(w).unit == "tok/s" for w in points.workload], dtype=bool)]
-    ok_engines = engines[engines.status == "ok"] if len(engines) else engines
+    ok_engines = engines[engines.status == EngineStatus.OK] if len(engines) else engines
     rows = []
     for _, p in decode.iterrows():
         engine = ok_engines[(ok_engines.arm == p.arm)]

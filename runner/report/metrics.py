@@ -12,6 +12,7 @@ import pandas as pd
 from runner.measurement.deciding import DecidingMetric, RequestSelection  # noqa: F401  (re-exported)
 from runner.measurement.stats import median_interval
 from runner.report.arms import POINT_FIELDS
+from runner.schema import TrialStatus
 
 
 class UnknownWorkload(ValueError):
@@ -45,7 +46,7 @@ def _selected(requests: pd.DataFrame, selection: RequestSelection, column: str) 
 def sample_values(trials: pd.DataFrame, requests: pd.DataFrame) -> pd.DataFrame:
     """The deciding figure's samples (source, trial_id, value) of the ok trials: one per trial, or per request."""
     frames = []
-    ok = trials[trials.status == "ok"]
+    ok = trials[trials.status == TrialStatus.OK]
     for workload, group in ok.groupby("workload"):
         metric = deciding_metric(workload)
         keys = group[["source", "trial_id"]]
@@ -67,8 +68,6 @@ def mad(values) -> float:
     return float(np.median(np.abs(values - np.median(values)))) if len(values) else float("nan")
 
 
-SKIPPED = "skipped"  # a trial the race stopped: neither a result nor a failure
-
 
 def point_table(trials: pd.DataFrame, samples: pd.DataFrame, *, seed: int = 0) -> pd.DataFrame:
     """One row per (point, arm): the samples, their median with its 95 % bootstrap interval, MAD and count.
@@ -87,8 +86,8 @@ def point_table(trials: pd.DataFrame, samples: pd.DataFrame, *, seed: int = 0) -
             "workload": key[0], "workload_params_json": key[1], "concurrency": int(key[2]), "arm": key[3],
             "arm_order": first.arm_order, "k": first.k, "spec_method": first.spec_method, "source": first.source,
             "family": first.family, "n": len(values),
-            "n_failed": int(((group.status != "ok") & (group.status != SKIPPED)).sum()),
-            "n_skipped": int((group.status == SKIPPED).sum()),
+            "n_failed": int(((group.status != TrialStatus.OK) & (group.status != TrialStatus.SKIPPED)).sum()),
+            "n_skipped": int((group.status == TrialStatus.SKIPPED).sum()),
             "values": [float(v) for v in values],
             "median": float(np.median(values)) if len(values) else float("nan"),
             "ci_lo": interval.lo if interval else float("nan"), "ci_hi": interval.hi if interval else float("nan"),

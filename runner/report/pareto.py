@@ -9,10 +9,11 @@ from __future__ import annotations
 import pandas as pd
 
 from runner.report.slo import PER_DEVICE, per_device
+from runner.schema import TrialStatus
 
 
 def pareto_points(trials: pd.DataFrame) -> pd.DataFrame:
-    ok = trials[trials.status == "ok"].copy()
+    ok = trials[trials.status == TrialStatus.OK].copy()
     ok[PER_DEVICE] = per_device(ok)
     ok["per_session"] = pd.to_numeric(ok.decode_tok_s_per_session, errors="coerce")
     keys = ["workload", "workload_params_json", "arm", "concurrency"]

@@ -9,6 +9,7 @@ import pandas as pd
 
 from runner.report.arms import CONCURRENCY, fixed_params, point_axes, workload_params
 from runner.report.metrics import deciding_metric
+from runner.schema import EngineStatus, TrialStatus
 
 
 def _pyplot():
@@ -74,7 +75,7 @@ def plot_vs_concurrency(points: pd.DataFrame, trials: pd.DataFrame, workload: st
 
 def plot_acceptance_per_position(trials: pd.DataFrame, out_dir: Path) -> Path | None:
     """Mean acceptance rate at each draft position, one line per spec arm, one panel per workload."""
-    spec = trials[(trials.status == "ok") & (trials.k > 0)]
+    spec = trials[(trials.status == TrialStatus.OK) & (trials.k > 0)]
     spec = spec[spec.spec_acceptance_per_position.map(lambda v: v is not None and len(v) > 0)]
     if not len(spec):
         return None
@@ -115,11 +116,11 @@ def plot_kv_capacity(engines: pd.DataFrame, out_dir: Path) -> Path | None:
     capacity = pd.to_numeric(frame.kv_capacity_tokens, errors="coerce").fillna(0)
     fig, ax = plt.subplots(figsize=(7, 0.5 * len(frame) + 1.6))
     positions = np.arange(len(frame))
-    ax.barh(positions, capacity, color=["tab:blue" if s == "ok" else "tab:red" for s in frame.status])
+    ax.barh(positions, capacity, color=["tab:blue" if s == EngineStatus.OK else "tab:red" for s in frame.status])
     ax.set_yticks(positions, frame.arm)
     ax.invert_yaxis()
     for y, (value, status, kind) in enumerate(zip(capacity, frame.status, frame.failure_kind)):
-        text = f" {int(value):,}" if status == "ok" else f" failed: {kind}"
+        text = f" {int(value):,}" if status == EngineStatus.OK else f" failed: {kind}"
         ax.text(value, y, text, va="center", fontsize=8)
     from matplotlib.ticker import FuncFormatter
 

@@ -8,8 +8,7 @@ from __future__ import annotations
 import pandas as pd
 
 from runner.report.arms import POINT_FIELDS
-
-RACE_KIND = "race_eliminated"
+from runner.schema import RACE_ELIMINATED, TrialStatus
 
 
 def _round(trials: pd.DataFrame) -> pd.Series:
@@ -23,8 +22,8 @@ def race_stops(trials: pd.DataFrame) -> pd.DataFrame:
     if not len(trials):
         return pd.DataFrame(columns=columns)
     trials = trials.assign(_round=_round(trials))
-    skipped = trials[(trials.status == "skipped") & (trials.failure_kind == RACE_KIND)]
-    done = trials[trials.status == "ok"].assign(
+    skipped = trials[(trials.status == TrialStatus.SKIPPED) & (trials.failure_kind == RACE_ELIMINATED)]
+    done = trials[trials.status == TrialStatus.OK].assign(
         _devices=lambda f: pd.to_numeric(f.tensor_parallel_size, errors="coerce").fillna(1).clip(lower=1))
     at_point = done.groupby(["arm", *POINT_FIELDS]).duration_s.median().to_dict()
     at_workload = done.groupby(["arm", "workload"]).duration_s.median().to_dict()

@@ -16,6 +16,7 @@ import pandas as pd
 
 from runner.config.schema import SpecArm
 from runner.report.verdict import CAPACITY_OUTCOME, SINGLE_K_RULE, TIE_OUTCOME, interval_range, ratio_range
+from runner.schema import EngineStatus
 
 CHOICE_RULE = ("the arm named winner at the most points; an arm tied for first at a point counts half; equal "
                "scores go to the simpler arm (spec off, then the smaller k)")
@@ -149,7 +150,7 @@ def recommendation(*, outcomes: pd.DataFrame, engines: pd.DataFrame, draft_summa
                    point_text: list[str], metric_heading: dict[str, str], config: dict, degenerate: pd.DataFrame,
                    divergence: pd.DataFrame, failures: pd.DataFrame, stops: pd.DataFrame, tie_band: float,
                    min_repeats: int, sources: list[str]) -> dict[str, Any]:
-    ok_engines = engines[engines.status == "ok"] if len(engines) else engines
+    ok_engines = engines[engines.status == EngineStatus.OK] if len(engines) else engines
     arm_order = dict(zip(ok_engines.arm, ok_engines.arm_order)) if len(ok_engines) else {}
     text_of = dict(zip(outcomes.index, point_text))
     workloads: dict[str, Any] = {}

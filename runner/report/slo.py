@@ -14,6 +14,7 @@ import pandas as pd
 from runner.measurement.stats import MIN_REPEATS, TIE_BAND, Outcome, compare, interpolate_crossing
 from runner.report.arms import CONCURRENCY, POINT_FIELDS
 from runner.report.settings import SLO_COLUMNS
+from runner.schema import TrialStatus
 
 PER_DEVICE = "tok_s_per_device"
 
@@ -25,7 +26,7 @@ def per_device(trials: pd.DataFrame) -> pd.Series:
 
 def arm_point_figures(trials: pd.DataFrame, slo: dict[str, float]) -> pd.DataFrame:
     """Per (point, arm): tok/s per device (samples and median), each targeted figure's median in ms, meets."""
-    ok = trials[trials.status == "ok"].copy()
+    ok = trials[trials.status == TrialStatus.OK].copy()
     ok[PER_DEVICE] = per_device(ok)
     rows = []
     for key, group in ok.groupby([*POINT_FIELDS, "arm"], sort=False):

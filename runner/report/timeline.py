@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from runner.schema import Phase
+
 
 @dataclass(kw_only=True)
 class DeviceTime:
@@ -77,14 +79,14 @@ def device_time(phases: pd.DataFrame, engines: pd.DataFrame, trials: pd.DataFram
     if phases is None or not len(phases):
         return None
     p = phases.assign(ended_at=phases.started_at + phases.duration_s).sort_values("started_at")
-    launch = p[p.phase == "launch"]
+    launch = p[p.phase == Phase.LAUNCH]
     lanes = p[p.lane >= 0]
     if not len(lanes):
         return None
     wall = _wall(p, launch)
     load_s = {r.engine_id: float(r.load_s) for r in engines.itertuples()
               if getattr(r, "load_s", None) is not None and r.load_s == r.load_s}
-    starts = lanes[lanes.phase == "start"]
+    starts = lanes[lanes.phase == Phase.START]
     vllm_init = sum(_load_of(r, load_s) for r in starts.itertuples())
     warmups = trials.warmup_s.dropna().astype(float).sum() if "warmup_s" in trials else 0.0
     switches, overheads = _gaps(lanes, load_s)
@@ -93,10 +95,10 @@ def device_time(phases: pd.DataFrame, engines: pd.DataFrame, trials: pd.DataFram
         wall_s=wall, launch_s=float(launch.duration_s.sum()) if len(launch) else 0.0, loads=len(starts),
         vllm_init_s=vllm_init, start_calls_s=float(starts.duration_s.sum()),
         loads_wall_s=union_length(list(zip(starts.started_at, starts.ended_at))),
-        prepare_s=float(lanes[lanes.phase == "prepare"].duration_s.sum()),
-        trials_s=float(lanes[lanes.phase == "trial"].duration_s.sum()), warmup_s=float(warmups),
-        wake_s=float(lanes[lanes.phase == "wake"].duration_s.sum()),
-        sleep_s=float(lanes[lanes.phase == "sleep"].duration_s.sum()),
+        prepare_s=float(lanes[lanes.phase == Phase.PREPARE].duration_s.sum()),
+        trials_s=float(lanes[lanes.phase == Phase.TRIAL].duration_s.sum()), warmup_s=float(warmups),
+        wake_s=float(lanes[lanes.phase == Phase.WAKE].duration_s.sum()),
+        sleep_s=float(lanes[lanes.phase == Phase.SLEEP].duration_s.sum()),
         switches_s=switches, load_gap_overhead_s=overheads, idle_s=idle)
 
 
@@ -129,9 +131,9 @@ def _gaps(lanes: pd.DataFrame, load_s: dict) -> tuple[list[float], list[float]]:
         init = 0.0
         lane_start = float(lane.started_at.min())
         for r in lane.itertuples():
-            if r.phase == "start":
+            if r.phase == Phase.START:
                 loaded, init = r.engine_id, _load_of(r, load_s)
-            elif r.phase == "trial":
+            elif r.phase == Phase.TRIAL:
                 if last_trial is None and loaded == r.engine_id:  # the lane's first engine: from its first call
                     overheads.append(float(r.started_at) - lane_start - init)
                 elif last_trial is not None and last_trial[0] != r.engine_id:

@@ -26,7 +26,7 @@ import re
 from pathlib import Path
 from typing import Iterator, Optional
 
-from runner.schema import TABLES, arrow_schema
+from runner.schema import TABLES, TrialStatus, arrow_schema
 
 PART_PREFIX = "part-"
 PART_NAME = re.compile(r"^part-(\d+)\.parquet$")
@@ -419,7 +419,7 @@ class ParquetSink:
         return {t: list(rows.values()) for t, rows in self._rows.items()}
 
     def finished_trial_ids(self, *, include_failed: bool = True) -> set[str]:
-        return {r["trial_id"] for r in self._rows["trials"].values() if include_failed or r["status"] == "ok"}
+        return {r["trial_id"] for r in self._rows["trials"].values() if include_failed or r["status"] == TrialStatus.OK}
 
     def _append(self, table: str, rows: list[dict], *, supersedes: Optional[list[str]] = None) -> None:
         number = self._next_part

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from runner.config.schema import SpecArm
-from runner.schema import EngineSettings, RequestRecord, TrialRecord, column_names
+from runner.schema import EngineSettings, EngineStatus, RequestRecord, TrialRecord, TrialStatus, column_names
 
 LEDGER = "exported.json"
 ENGINE_SUMMARY_KEYS = ("status", "failure_kind", "failure_reason", "load_s", "kv_capacity_tokens", "num_kv_blocks",
@@ -200,10 +200,10 @@ def _export_sweep(wandb, target: WandbTarget, *, run_dir: Path, group: str, swee
     run = _init(wandb, target, run_dir=run_dir, group=group, job_type="sweep", name=f"{sweep}-{run_id}",
                 id=_run_id(run_id, "sweep", str(int(time.time()))), config=config)
     try:
-        run.summary.update({"trials_ok": sum(t["status"] == "ok" for t in trials),
-                            "trials_failed": sum(t["status"] != "ok" for t in trials),
-                            "engines_ok": sum(e["status"] == "ok" for e in engines),
-                            "engines_failed": sum(e["status"] != "ok" for e in engines)})
+        run.summary.update({"trials_ok": sum(t["status"] == TrialStatus.OK for t in trials),
+                            "trials_failed": sum(t["status"] != TrialStatus.OK for t in trials),
+                            "engines_ok": sum(e["status"] == EngineStatus.OK for e in engines),
+                            "engines_failed": sum(e["status"] != EngineStatus.OK for e in engines)})
         for name, rows in (("engines", engines), ("trials", trials)):
             if rows:
                 columns = [c for c in rows[0] if _scalar(_clean(rows[0][c])) or rows[0][c] is None]
