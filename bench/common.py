@@ -117,7 +117,7 @@ def read_run(run_dir: Path) -> dict:
     from runner.sinks.parquet import has_table, read_frame
 
     out = {}
-    for name in ("engines", "trials", "requests"):
+    for name in ("engines", "trials", "requests", "phases"):
         out[name] = read_frame(Path(run_dir), name) if has_table(Path(run_dir), name) else pd.DataFrame()
     return out
 
@@ -155,6 +155,14 @@ def print_machine(label: str) -> dict:
 def save_json(path: Path, data: dict) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data, indent=2, default=str))
+
+
+def finish(results: dict, *, out: Path, label: str, report) -> None:
+    """The machine's load after the run, the results file, the printed report and where the files are."""
+    results["machine_after"] = print_machine(label)
+    save_json(out / f"{label.replace('-', '_')}.json", results)
+    report()
+    print(f"\nfiles: {out}")
 
 
 def out_dir(name: str) -> Path:

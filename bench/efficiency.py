@@ -54,9 +54,14 @@ def runner_timeline(*, data: dict, started_at: float, wall_s: float) -> dict:
     engines, trials = data["engines"], data["trials"]
     loads = [(r.started_at - r.load_s, r.started_at) for r in engines.itertuples() if r.load_s == r.load_s]
     runs = [(r.started_at, r.started_at + r.duration_s) for r in trials.itertuples() if r.duration_s == r.duration_s]
-    busy = _union_length(loads + runs)
+    phases = data.get("phases")
+    # The engine's own preparation: its actor's imports and, with engine_start=forkserver, its fork server's
+    # (vLLM's import, which a spawned engine core paid inside the load).
+    prepares = [] if phases is None or not len(phases) else [
+        (r.started_at, r.started_at + r.duration_s) for r in phases[phases.phase == "prepare"].itertuples()]
+    busy = _union_length(loads + runs + prepares)
     load_s = _union_length(loads)
-    first_load = min(a for a, _ in loads) if loads else started_at
+    first_load = min(a for a, _ in loads + prepares) if loads or prepares else started_at
     last_trial = max(b for _, b in runs) if runs else started_at + wall_s
     return {
         "wall_s": wall_s,
@@ -66,6 +71,7 @@ def runner_timeline(*, data: dict, started_at: float, wall_s: float) -> dict:
         "trials_ok": int((trials["status"] == "ok").sum()) if len(trials) else 0,
         "load_s": load_s,
         "trial_s": _union_length(runs),
+        "prepare_s": _union_length(prepares),
         "idle_outside_loads_s": wall_s - busy,
         "idle_share": (wall_s - busy) / wall_s,
         "before_first_load_s": first_load - started_at,
@@ -133,9 +139,12 @@ def report(results: dict) -> None:
           f"{[x['distinct_engine_configs'] for x in r]}), vllm bench sweep serve {[x['engine_loads'] for x in v]}; "
           f"trials: runner {[x['trials_ok'] for x in r]}, vllm {[x['trials'] for x in v]}")
     for x in r:
-        print(f"runner time: loads {x['load_s']:.1f} s {x['load_s_each']}, trials {x['trial_s']:.1f} s, "
-              f"idle outside loads {x['idle_outside_loads_s']:.1f} s = SHARE {x['idle_share']:.1%} of wall "
-              f"(before first load {x['before_first_load_s']:.1f} s, after last trial "
+        print(f"runner time: loads {x['load_s']:.1f} s {x['load_s_each']}, engine preparation (imports) on the "
+              f"critical path {x.get('prepare_s', 0):.1f} s, trials {x['trial_s']:.1f} s, "
+              f"idle outside loads and preparation {x['idle_outside_loads_s']:.1f} s = SHARE {x['idle_share']:.1%} "
+              f"of wall; outside loads alone {x['idle_outside_loads_s'] + x.get('prepare_s', 0):.1f} s = "
+              f"{(x['idle_outside_loads_s'] + x.get('prepare_s', 0)) / x['wall_s']:.1%} "
+              f"(before the first engine call {x['before_first_load_s']:.1f} s, after last trial "
               f"{x['after_last_trial_s']:.1f} s, between {x['idle_outside_loads_s'] - x['before_first_load_s'] - x['after_last_trial_s']:.1f} s)")
     for x in v:
         print(f"vllm sweep: engine init (profile, KV, warm-up) per server {x['init_engine_s']}")
@@ -227,10 +236,7 @@ def main() -> None:
         for name, arm in (arms if rep % 2 == 0 else arms[::-1]):
             results[name].append(arm(model=model, out=out, rep=rep))
             common.save_json(out / "efficiency.json", results)
-    results["machine_after"] = common.print_machine("efficiency")
-    common.save_json(out / "efficiency.json", results)
-    report(results)
-    print(f"\nfiles: {out}")
+    common.finish(results, out=out, label="efficiency", report=lambda: report(results))
 
 
 if __name__ == "__main__":

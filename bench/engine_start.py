@@ -50,7 +50,7 @@ def report(results: dict) -> None:
         runs = results[arm]
         loads = [x for r in runs for x in r["load_s"]]
         print(f"{arm:>10}: wall {statistics.median(r['wall_s'] for r in runs):.1f} s "
-              f"({', '.join(f'{r['wall_s']:.1f}' for r in runs)}); vLLM load per engine median "
+              f"({', '.join(format(r['wall_s'], '.1f') for r in runs)}); vLLM load per engine median "
               f"{statistics.median(loads):.1f} s ({min(loads):.1f}–{max(loads):.1f}, n={len(loads)})")
     walls = [statistics.median(r["wall_s"] for r in results[arm]) for arm in ARMS]
     print(f"wall forkserver / spawn: {walls[1] / walls[0]:.3f}")
@@ -78,10 +78,7 @@ def main() -> None:
             print(f"-- repeat {rep + 1}/{args.repeats}: {arm}", flush=True)
             results[arm].append(run_arm(model=model, out=out, arm=arm, rep=rep))
             common.save_json(out / "engine_start.json", results)
-    results["machine_after"] = common.print_machine("engine-start")
-    common.save_json(out / "engine_start.json", results)
-    report(results)
-    print(f"\nfiles: {out}")
+    common.finish(results, out=out, label="engine-start", report=lambda: report(results))
 
 
 if __name__ == "__main__":

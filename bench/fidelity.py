@@ -244,10 +244,7 @@ def main() -> None:
             common.save_json(out / "fidelity.json", results)
     finally:
         server.stop()
-    results["machine_after"] = common.print_machine("fidelity")
-    common.save_json(out / "fidelity.json", results)
-    report(results)
-    print(f"\nfiles: {out}")
+    common.finish(results, out=out, label="fidelity", report=lambda: report(results))
 
 
 if __name__ == "__main__":

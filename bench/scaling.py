@@ -76,10 +76,7 @@ def main() -> None:
             print(f"-- repeat {rep + 1}/{args.repeats}, slots={arm}", flush=True)
             results["runs"].append(run_arm(model=model, out=out, arm=arm, rep=rep))
             common.save_json(out / "scaling.json", results)
-    results["machine_after"] = common.print_machine("scaling")
-    common.save_json(out / "scaling.json", results)
-    report(results["runs"], args.arms)
-    print(f"\nfiles: {out}")
+    common.finish(results, out=out, label="scaling", report=lambda: report(results["runs"], args.arms))
 
 
 if __name__ == "__main__":

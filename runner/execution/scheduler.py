@@ -525,10 +525,17 @@ class Scheduler:
         lane.spare_ready = lane.spare.prepare.remote()
 
     def _await_spare(self, lane: _Lane) -> None:
-        """Blocks until the spare's imports are done (a failed prepare shows again when the spare starts)."""
+        """Blocks until the spare's imports are done (a failed prepare shows again when the spare starts); the
+        wait goes on the timeline as the next engine's `prepare`."""
         import ray
 
-        ray.wait([lane.spare_ready], timeout=self.settings.start_timeout_s)
+        started, started_epoch = time.monotonic(), time.time()
+        done, _ = ray.wait([lane.spare_ready], timeout=0)
+        if not done:
+            ray.wait([lane.spare_ready], timeout=self.settings.start_timeout_s)
+            nxt = next((st.engine_id for st in lane.steps if st.engine_id != lane.current.engine.engine_id), None)
+            self._write_phase(lane=lane.index, phase=Phase.PREPARE.value, engine_id=nxt, round=lane.round,
+                              started_at=started_epoch, duration_s=time.monotonic() - started, ok=True)
         lane.spare_ready = None
 
     def _end_step(self, lane: _Lane) -> None:

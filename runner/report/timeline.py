@@ -35,8 +35,9 @@ class DeviceTime:
 
     @property
     def runner_s(self) -> float:
-        """Everything that is neither an engine load, a trial, nor a sleep or wake: the runner's share."""
-        return self.wall_s - self.loads_wall_s - self.trials_s - self.sleep_s - self.wake_s
+        """Everything that is neither an engine's preparation or load, a trial, nor a sleep or wake: the runner's
+        share."""
+        return self.wall_s - self.prepare_s - self.loads_wall_s - self.trials_s - self.sleep_s - self.wake_s
 
     def rows(self) -> list[dict]:
         def median(values: list[float]) -> str:
@@ -50,11 +51,13 @@ class DeviceTime:
             {"what": f"engine loads ({self.loads}; side by side counted once; Σ vLLM's own init "
                      f"{self.vllm_init_s:.1f} s)", "seconds": f"{self.loads_wall_s:.1f}",
              "share": share(self.loads_wall_s)},
+            {"what": "engine preparation on the critical path (an actor's process and imports before its load)",
+             "seconds": f"{self.prepare_s:.1f}", "share": share(self.prepare_s)},
             {"what": "trials (of which warm-ups)", "seconds": f"{self.trials_s:.1f} ({self.warmup_s:.1f})",
              "share": share(self.trials_s)},
             {"what": "sleep + wake (resident engines)", "seconds": f"{self.sleep_s:.1f} + {self.wake_s:.1f}",
              "share": share(self.sleep_s + self.wake_s)},
-            {"what": "runner's own time (wall − loads − trials − sleep − wake)", "seconds": f"{self.runner_s:.1f}",
+            {"what": "runner's own time (wall − preparation − loads − trials − sleep − wake)", "seconds": f"{self.runner_s:.1f}",
              "share": share(self.runner_s)},
             {"what": "device idle outside every span (after launch)", "seconds": f"{self.idle_s:.1f}",
              "share": share(self.idle_s)},

@@ -34,7 +34,7 @@ def test_split_switches_and_load_overhead():
     # a: 54 - 3 - 36 = 15 s (prepare included); b: 101.5 - 59 - 38 = 4.5 s
     assert split.load_gap_overhead_s == [pytest.approx(15.0), pytest.approx(4.5)]
     assert split.loads_wall_s == pytest.approx(80.0)
-    assert split.runner_s == pytest.approx(113.5 - 80.0 - 15.0 - 1.5 - 0.7)
+    assert split.runner_s == pytest.approx(113.5 - split.prepare_s - 80.0 - 15.0 - 1.5 - 0.7)
     assert any("switch" in r["what"] for r in split.rows())
 
 
@@ -57,4 +57,4 @@ def test_loads_side_by_side_count_once():
                         pd.DataFrame({"warmup_s": []}))
     assert split.loads_wall_s == pytest.approx(60.0) and split.vllm_init_s == pytest.approx(108.0)
     assert split.switches_s == [pytest.approx(0.0)]
-    assert split.runner_s == pytest.approx(65.0 - 60.0 - 4.0)
+    assert split.runner_s == pytest.approx(65.0 - split.prepare_s - 60.0 - 4.0)
