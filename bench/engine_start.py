@@ -24,9 +24,12 @@ ARMS = ("spawn", "forkserver")
 FIGURES = ("decode_tok_s_per_session", "ttft_p50_s", "tpot_p50_s")
 
 
-def run_arm(*, model, out: Path, arm: str, rep: int) -> dict:
+def run_arm(*, model, out: Path, arm: str, rep: int, only_off: bool = False, trial_repeats: int = 1) -> dict:
     run = f"{arm}-rep{rep}"
     overrides = [*efficiency.runner_overrides(model), f"execution.engine_start={arm}"]
+    if only_off:  # one engine: no position in the sweep, no neighbour, only the start method differs
+        overrides += ["sweep.grid.spec_method=[off]", "sweep.grid.num_speculative_tokens=[1]"]
+    overrides += [f"sweep.repeats={trial_repeats}"]
     ran = common.run_logged(common.runner_cmd(output_root=out / "runner", sweep="engine_start", run=run,
                                               overrides=overrides), log=out / f"{run}.log")
     run_dir = out / "runner" / "engine_start" / run
@@ -35,10 +38,9 @@ def run_arm(*, model, out: Path, arm: str, rep: int) -> dict:
 
     phases = read_frame(run_dir, "phases") if has_table(run_dir, "phases") else None
     trials = data["trials"]
-    points = {}
-    for row in trials.itertuples():
-        key = f"{row.spec_method}:{row.num_speculative_tokens} c={row.concurrency}"
-        points[key] = {name: float(getattr(row, name)) for name in FIGURES}
+    points: dict[str, dict[str, float]] = {}
+    for key, rows in trials.groupby([trials.spec_method, trials.num_speculative_tokens, trials.concurrency]):
+        points[f"{key[0]}:{key[1]} c={key[2]}"] = {name: float(rows[name].median()) for name in FIGURES}
     return {"wall_s": ran.wall_s, "load_s": [float(x) for x in data["engines"].load_s],
             "prepare_s": [] if phases is None else [float(x) for x in phases[phases.phase == "prepare"].duration_s],
             "points": points}
@@ -68,7 +70,9 @@ def report(results: dict) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--repeats", type=int, default=2, help="runs of each arm, alternated")
+    parser.add_argument("--only-off", action="store_true", help="one engine (spec off) instead of the three")
+    parser.add_argument("--trial-repeats", type=int, default=1, help="sweep.repeats inside each run (medians)")
     args = parser.parse_args()
     out = common.out_dir("engine-start")
     model = common.tiny_model()
@@ -76,7 +80,8 @@ def main() -> None:
     for rep in range(args.repeats):
         for arm in (ARMS if rep % 2 == 0 else ARMS[::-1]):
             print(f"-- repeat {rep + 1}/{args.repeats}: {arm}", flush=True)
-            results[arm].append(run_arm(model=model, out=out, arm=arm, rep=rep))
+            results[arm].append(run_arm(model=model, out=out, arm=arm, rep=rep, only_off=args.only_off,
+                                       trial_repeats=args.trial_repeats))
             common.save_json(out / "engine_start.json", results)
     common.finish(results, out=out, label="engine-start", report=lambda: report(results))
 

@@ -2,11 +2,14 @@
 
 vLLM forces `spawn` inside a Ray actor (forking a process that runs Ray's threads is unsafe), so every engine
 load started a fresh interpreter that imported vLLM again, and on CPU that engine core spawned its worker
-the same way: two cold imports, ~13 s each on a 2-core machine, ~30 s on the H200 host, per load. A fork server
+the same way: two cold imports, ~13 s each on a 2-core machine (~30 s for the one on the H200 host), per load. A fork server
 is what `spawn` is for, without the cost: a clean interpreter started by exec (no Ray threads in it), with
 vLLM imported once, ahead of the load; each engine core forks from it. Its children are what spawn would
-give them: the actor's environment as it is at `start()`, the same pickled target. An engine core started
-this way is no longer inside a Ray actor, so it starts its own workers the way `vllm serve` does (fork).
+give them: the actor's environment as it is at `start()`, the same pickled target. Only the engine core comes
+from the fork server: its workers start as vLLM says (`VLLM_WORKER_MULTIPROC_METHOD`, which vLLM's CPU platform
+sets to spawn). On CPU that matters for the figures: a worker forked from a process that already loaded OpenMP
+keeps that process's OpenMP settings instead of the ones vLLM sets for it (measured: spec-off decode ×0.77 at
+c=1 with forked workers; bench/engine_start.py).
 
 `method="spawn"` leaves vLLM as it is. The fork server is per actor process (one engine per actor) and stays
 for the actor's life: vLLM watches its engine core through the fork server's status pipe (~0.35 GB PSS on CPU).
@@ -35,7 +38,7 @@ class _CarriedEnvProcess(ForkServerProcess):
     variables in os.environ just before `start()`, which a spawned child would inherit)."""
 
     def start(self):
-        self._carried_env = {**os.environ, "VLLM_WORKER_MULTIPROC_METHOD": "fork"}
+        self._carried_env = dict(os.environ)
         super().start()
 
     def run(self):
