@@ -113,6 +113,8 @@ class EngineRecord(EngineSettings):
     api: Optional[str] = None
     # Per-request acceptance: the vLLM option in use ("summary"), or why requests carry none.
     per_request_spec_metrics: Optional[str] = None
+    # How vLLM's engine-core process was started in the actor: "spawn" or "forkserver" (execution.engine_start).
+    engine_start: Optional[str] = None
 
 
 @dataclass(kw_only=True)

@@ -95,7 +95,7 @@ class EngineActor:
             await asyncio.to_thread(self._install_start_method)
             columns = await self.host.start()
             quiet_heap()
-            return StartResult(ok=True, columns=columns)
+            return StartResult(ok=True, columns={**columns, "engine_start": str(self.start_method)})
         except Exception as exc:  # a start-up failure is a result, not a crash of the sweep
             detail = "".join(traceback.format_exception(exc))
             print(detail, flush=True)

@@ -13,6 +13,7 @@ def test_engines_table_has_capacity(small_sweep):
     assert (engines.status == "ok").all()
     assert (engines.kv_capacity_tokens > 0).all()
     assert (engines.load_s > 0).all()
+    assert (engines.engine_start == "forkserver").all()  # execution.engine_start=auto on CPU
     assert set(engines.vllm_version) == {__import__("vllm").__version__}
 
 
