@@ -53,8 +53,12 @@ def runner_timeline(*, data: dict, started_at: float, wall_s: float) -> dict:
     """Where the runner's wall time went (union of intervals, so parallel engines count once)."""
     engines, trials = data["engines"], data["trials"]
     loads = [(r.started_at - r.load_s, r.started_at) for r in engines.itertuples() if r.load_s == r.load_s]
-    runs = [(r.started_at, r.started_at + r.duration_s) for r in trials.itertuples() if r.duration_s == r.duration_s]
     phases = data.get("phases")
+    if phases is not None and len(phases):  # the timeline's trial spans: the engine's warm-ups included
+        runs = [(r.started_at, r.started_at + r.duration_s) for r in phases[phases.phase == "trial"].itertuples()]
+    else:  # a run from before the timeline: the measured windows only
+        runs = [(r.started_at, r.started_at + r.duration_s) for r in trials.itertuples()
+                if r.duration_s == r.duration_s]
     # The engine's own preparation: its actor's imports and, with engine_start=forkserver, its fork server's
     # (vLLM's import, which a spawned engine core paid inside the load).
     prepares = [] if phases is None or not len(phases) else [
@@ -140,7 +144,7 @@ def report(results: dict) -> None:
           f"trials: runner {[x['trials_ok'] for x in r]}, vllm {[x['trials'] for x in v]}")
     for x in r:
         print(f"runner time: loads {x['load_s']:.1f} s {x['load_s_each']}, engine preparation (imports) on the "
-              f"critical path {x.get('prepare_s', 0):.1f} s, trials {x['trial_s']:.1f} s, "
+              f"critical path {x.get('prepare_s', 0):.1f} s, trials (warm-ups included) {x['trial_s']:.1f} s, "
               f"idle outside loads and preparation {x['idle_outside_loads_s']:.1f} s = SHARE {x['idle_share']:.1%} "
               f"of wall; outside loads alone {x['idle_outside_loads_s'] + x.get('prepare_s', 0):.1f} s = "
               f"{(x['idle_outside_loads_s'] + x.get('prepare_s', 0)) / x['wall_s']:.1%} "

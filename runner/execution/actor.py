@@ -14,6 +14,7 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Optional
 
+from runner.config.schema import ModelSection
 from runner.execution.engine import EngineHost, host_class
 from runner.execution.failures import fault_point, parse_startup_failure
 from runner.execution.isolation import CounterWindow, GcPauses, ResetFailed, drain, quiet_heap, reset_prefix_cache
@@ -22,7 +23,6 @@ from runner.measurement.metrics import Slo
 from runner.measurement.records import RunKeys, failed_trial_row, request_rows, trial_row
 from runner.measurement.workloads import workload_class
 from runner.measurement.workloads.base import TrialContext, WholeRun
-from runner.config.schema import ModelSection
 from runner.models.source import ModelSource, resolve_model_source
 from runner.plan.grid import EngineConfig, Trial
 

@@ -1,9 +1,9 @@
 """How vLLM's engine-core process starts inside an actor: forked from a warm fork server, not spawned cold.
 
 vLLM forces `spawn` inside a Ray actor (forking a process that runs Ray's threads is unsafe), so every engine
-load started a fresh interpreter that imported vLLM again, and on CPU that engine core spawned its worker
-the same way: two cold imports, ~13 s each on a 2-core machine (~30 s for the one on the H200 host), per load. A fork server
-is what `spawn` is for, without the cost: a clean interpreter started by exec (no Ray threads in it), with
+load started a fresh interpreter that imported vLLM again: ~13 s on a 2-core machine, ~30 s of each load on the
+H200 host. A fork server is what `spawn` is for, without the cost: a clean interpreter started by exec (no Ray
+threads in it), with
 vLLM imported once, ahead of the load; each engine core forks from it. Its children are what spawn would
 give them: the actor's environment as it is at `start()`, the same pickled target. Only the engine core comes
 from the fork server: its workers start as vLLM says (`VLLM_WORKER_MULTIPROC_METHOD`, which vLLM's CPU platform
@@ -53,8 +53,8 @@ class _CarriedEnvProcess(ForkServerProcess):
 
 def _let_the_fork_server_go() -> None:
     """A fork-server child holds the server's "alive" pipe (so that it could use the server too), which keeps the
-    server running for as long as the child lives; the engine core does not use it (its workers fork), and with
-    it closed the server goes when its actor goes, and the engine core with it."""
+    server running for as long as the child lives; the engine core does not use it (vLLM starts its workers with
+    its own context), and with it closed the server goes when its actor goes, and the engine core with it."""
     from multiprocessing import forkserver
 
     server = getattr(forkserver, "_forkserver", None)
