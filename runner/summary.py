@@ -40,6 +40,6 @@ def print_summary(*, run_dir: Path, trial_ids: set[str] | None = None) -> None:
     with pd.option_context("display.width", 200, "display.max_columns", 30, "display.max_rows", 500,
                            "display.float_format", "{:.3g}".format):
         print(summary_frame(trials).to_string(index=False))
-    failed = trials[trials.status != TrialStatus.OK]
-    for _, row in failed.drop_duplicates("failure_kind").iterrows():
-        print(f"failed ({row.failure_kind}): {row.failure_reason}")
+    not_run = trials[trials.status != TrialStatus.OK]
+    for _, row in not_run.drop_duplicates(["status", "failure_kind"]).iterrows():
+        print(f"{row.status} ({row.failure_kind}): {row.failure_reason}")

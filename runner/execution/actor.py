@@ -68,6 +68,10 @@ class EngineActor:
         # How vLLM's engine-core process starts (runner/execution/engine_process.py); installed once, in prepare.
         self.engine_start = engine_start
         self.start_method = None
+        # prepare() and start() are coroutines of one actor and interleave: a start called while the spare's
+        # prepare still imports must wait for it (seen on the H200: a second thread importing vLLM beside the
+        # first failed, and the engine core was spawned cold instead of forked).
+        self._setup = asyncio.Lock()
         self.gc_pauses = GcPauses().install()
         fd, self.log_path = tempfile.mkstemp(prefix="runner-engine-", suffix=".log")
         # vLLM's and Ray's output, the engine core child's included, goes to this engine's log.
@@ -92,7 +96,8 @@ class EngineActor:
                                    failure_reason=f"{type(exc).__name__}: {exc}"[:600])
         self.host = host_class(getattr(engine, "api", "async"))(engine=engine, model=model)
         try:
-            await asyncio.to_thread(self._install_start_method)
+            async with self._setup:
+                await asyncio.to_thread(self._install_start_method)
             columns = await self.host.start()
             quiet_heap()
             return StartResult(ok=True, columns={**columns, "engine_start": str(self.start_method)})
@@ -194,10 +199,11 @@ class EngineActor:
         from runner.config.schema import EngineStart
         from runner.execution.engine_process import begin_fork_server
 
-        if EngineStart(self.engine_start) is EngineStart.FORKSERVER:
-            begin_fork_server()  # its vLLM import runs beside this process's own
-        await asyncio.to_thread(_import_engine_stack)
-        await asyncio.to_thread(self._install_start_method)
+        async with self._setup:
+            if EngineStart(self.engine_start) is EngineStart.FORKSERVER:
+                begin_fork_server()  # its vLLM import runs beside this process's own
+            await asyncio.to_thread(_import_engine_stack)
+            await asyncio.to_thread(self._install_start_method)
         return memory_report()
 
     def _install_start_method(self) -> None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import sys
 from multiprocessing.context import ForkServerProcess
 
 from runner.config.schema import EngineStart
@@ -126,9 +127,12 @@ def use_start_method(method: EngineStart) -> EngineStart:
         return method
     try:
         import vllm.v1.engine.utils as engine_utils
-    except ImportError:
+    except ImportError as exc:
+        print(f"runner: engine core spawned, not forked: vllm.v1.engine.utils does not import ({exc})",
+              file=sys.stderr)
         return EngineStart.SPAWN
     if not callable(getattr(engine_utils, "get_mp_context", None)):
+        print("runner: engine core spawned, not forked: this vLLM has no get_mp_context", file=sys.stderr)
         return EngineStart.SPAWN
     warm_fork_server()
     context = _ForkServerContext()

@@ -238,6 +238,14 @@ class Scheduler:
                 return
             time.sleep(0.1)
 
+    def _free_device(self) -> None:
+        """CUDA: an engine retired a moment ago still holds its budget of the GPU until its shutdown ends, and
+        a wake or a load beside it fails for want of memory (seen on the H200: every wake right after the
+        previous engine's last turn failed, and the engine loaded again). Its teardown finishes first (at most
+        shutdown_timeout_s, then kill)."""
+        if self.settings.device == "cuda" and self.dying:
+            self._reap(wait=True)
+
     def _call(self, lane: _Lane, phase: Phase, ref, timeout_s: float) -> None:
         if self.launched_at is not None:
             self._write_phase(lane=-1, phase=Phase.LAUNCH.value, engine_id=None, started_at=self.launched_at,
@@ -399,6 +407,7 @@ class Scheduler:
         if resident is not None:
             lane.current = resident
             if resident.asleep:
+                self._free_device()
                 self._call(lane, Phase.WAKE, resident.actor.wake_up.remote(), self.settings.start_timeout_s)
                 return
             self._next_trial(lane)
@@ -408,6 +417,7 @@ class Scheduler:
             self._evict(lane, least_soon_needed(list(lane.residents.values()), lane.steps))
         self._check_deadline(phase=Phase.START, what=f"loading {engine.engine_id}",
                              estimate_s=self._load_estimate(engine))
+        self._free_device()
         actor = lane.spare if lane.spare is not None else self._new_actor(lane, engine)
         lane.spare = lane.spare_ready = None
         lane.current = _Resident(engine=engine, actor=actor)

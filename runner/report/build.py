@@ -82,7 +82,7 @@ def analyse(results: Results, *, bandwidth: float | None = None, settings: Repor
     figures = arm_point_figures(trials, s.slo) if s.slo else None
     degenerate = flags.degenerate_flags(trials)
     failures = flags.failures(engines, trials)
-    race = race_stops(trials)
+    race = race_stops(trials, results.phases)
     recommended = recommendation(
         outcomes=outcomes, engines=engines, draft_summary=summary, point_text=_point_text(outcomes, trials),
         metric_heading={w: deciding_metric(w).heading for w in outcomes.workload.unique()},

@@ -85,8 +85,8 @@ def race_section(a) -> str:
     total_trials, total_s = int(r["trials skipped"].sum()), float(r["device s saved (est.)"].sum())
     return section("Early elimination (race)",
                    f"{total_trials} trial(s) skipped, about {total_s:,.0f} device-seconds saved (each skipped "
-                   "trial counted at the median measured duration of the same arm at the same point × its "
-                   "devices).", md_table(r))
+                   "trial counted at the median device time of the same arm's trials at the same point — its "
+                   "span on the timeline, warm-up included — × its devices).", md_table(r))
 
 
 def degenerate_section(a) -> str:

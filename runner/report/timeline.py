@@ -11,6 +11,7 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass, field
 
+import numpy as np
 import pandas as pd
 
 from runner.schema import Phase
@@ -91,8 +92,8 @@ def device_time(phases: pd.DataFrame, engines: pd.DataFrame, trials: pd.DataFram
               if getattr(r, "load_s", None) is not None and r.load_s == r.load_s}
     starts = lanes[lanes.phase == Phase.START]
     vllm_init = sum(_load_of(r, load_s) for r in starts.itertuples())
-    warmups = trials.warmup_s.dropna().astype(float).sum() if "warmup_s" in trials else 0.0
-    switches, overheads = _gaps(lanes, load_s)
+    warmups = _warmups(trials, lanes)
+    switches, overheads = _gaps(lanes, load_s, commands=sorted(float(t) for t in launch.started_at))
     idle = wall - float(launch.duration_s.sum()) - union_length(list(zip(lanes.started_at, lanes.ended_at)))
     return DeviceTime(
         wall_s=wall, launch_s=float(launch.duration_s.sum()) if len(launch) else 0.0, loads=len(starts),
@@ -103,6 +104,15 @@ def device_time(phases: pd.DataFrame, engines: pd.DataFrame, trials: pd.DataFram
         wake_s=float(lanes[lanes.phase == Phase.WAKE].duration_s.sum()),
         sleep_s=float(lanes[lanes.phase == Phase.SLEEP].duration_s.sum()),
         switches_s=switches, load_gap_overhead_s=overheads, idle_s=idle)
+
+
+def _warmups(trials: pd.DataFrame, lanes: pd.DataFrame) -> float:
+    """Warm-up seconds of the trials on this timeline (a folder resumed from runs without one holds more)."""
+    if "warmup_s" not in trials:
+        return 0.0
+    if "trial_id" in lanes and "trial_id" in trials:
+        trials = trials[trials.trial_id.isin(lanes.trial_id.dropna())]
+    return float(pd.to_numeric(trials.warmup_s, errors="coerce").dropna().sum())
 
 
 def _load_of(span, load_s: dict) -> float:
@@ -125,10 +135,13 @@ def _wall(p: pd.DataFrame, launch: pd.DataFrame) -> float:
     return total
 
 
-def _gaps(lanes: pd.DataFrame, load_s: dict) -> tuple[list[float], list[float]]:
-    """Per lane: engine-to-engine gaps between trials, split by whether a load happened in the gap."""
+def _gaps(lanes: pd.DataFrame, load_s: dict, *, commands: list[float] = ()) -> tuple[list[float], list[float]]:
+    """Per command and lane: engine-to-engine gaps between trials, split by whether a load happened in the gap.
+    A resume is a new command (its `launch` start): the break between commands is no gap of the sweep's."""
     switches, overheads = [], []
-    for _, lane in lanes.groupby("lane"):
+    command = np.searchsorted(np.asarray(commands, dtype=float), lanes.started_at.to_numpy(dtype=float),
+                              side="right")
+    for _, lane in lanes.assign(_command=command).groupby(["_command", "lane"]):
         last_trial = None  # (engine_id, ended_at)
         loaded: str | None = None
         init = 0.0

@@ -46,3 +46,35 @@ def test_a_forked_engine_core_carries_the_environment_and_dies_with_its_fork_ser
     while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2]
+
+
+def test_a_start_called_while_prepare_still_imports_forks_the_engine_core():
+    """The scheduler starts the spare actor's engine as soon as its turn comes, whether or not the spare's
+    `prepare` (imports, fork server) has finished; the two calls interleave in the actor and must still give
+    a forked engine core (on the H200 a start during prepare fell back to a cold spawn)."""
+    import ray
+
+    from runner.config.schema import ModelSection, run_config
+    from runner.execution.actor import EngineActor
+    from runner.execution.scheduler import connect_ray
+    from runner.measurement.records import RunKeys
+    from runner.plan.grid import build_plan
+
+    plan = build_plan(run_config(sweep_name="start", model="tiny-mtp", grid={
+        "spec_method": ["off"], "max_model_len": [1024], "enable_prefix_caching": [True]},
+        workloads={"decode": {}}, engine_args={"enforce_eager": True, "max_num_seqs": 4}))
+    connect_ray(address=None)
+    try:
+        actor = ray.remote(num_cpus=1, max_restarts=0)(EngineActor).remote(
+            env={"VLLM_CPU_KVCACHE_SPACE": "1", "TOKENIZERS_PARALLELISM": "false"},
+            keys=RunKeys(sweep="start", run_id="r"), engine_start=EngineStart.FORKSERVER.value)
+        prepared = actor.prepare.remote()
+        started = ray.get(actor.start.remote(engine=plan.engines[0], model=ModelSection(
+            name="tiny-mtp", builtin="tiny_mtp", weights="trained", load_format="auto")), timeout=900)
+        ray.get(prepared, timeout=60)
+        assert started.ok, started.failure_reason
+        assert started.columns["engine_start"] == EngineStart.FORKSERVER.value
+        ray.get(actor.shutdown.remote(), timeout=120)
+        ray.kill(actor)
+    finally:
+        ray.shutdown()

@@ -162,3 +162,17 @@ def test_race_stops_are_reported_with_the_time_saved(tmp_path):
     assert not len(a.failures)  # a skipped trial is not a failure
     text = write_report(run_dirs=[tmp_path / "race"], out_dir=tmp_path / "o").path.read_text()
     assert "## Early elimination (race)" in text and "1 trial(s) skipped" in text
+
+
+def test_race_time_saved_counts_a_trials_whole_span():
+    import pandas as pd
+
+    from runner.report.race_report import trial_device_s
+
+    trials = pd.DataFrame({"trial_id": ["a", "b", "c"], "duration_s": [0.3, 0.3, 0.3],
+                           "wall_s": [0.8, 0.8, None], "warmup_s": [0.0, 0.5, None]})
+    # No timeline: the whole workload run plus its warm-up, else the measured window.
+    assert trial_device_s(trials).tolist() == pytest.approx([0.8, 1.3, 0.3])
+    phases = pd.DataFrame({"phase": ["trial", "start"], "trial_id": ["a", None], "duration_s": [1.1, 30.0]})
+    # With one: the trial's span on it (warm-up, prompts, counters included); the others as before.
+    assert trial_device_s(trials, phases).tolist() == pytest.approx([1.1, 1.3, 0.3])

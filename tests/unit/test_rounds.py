@@ -1,6 +1,7 @@
 """Pure scheduling logic of issue 13: residency plan from memory numbers, round order, deadline estimates."""
 from __future__ import annotations
 
+import dataclasses
 
 from runner.execution.scheduler import (CPU_IDLE_ENGINE_HARMLESS, actor_resources, assign_lanes, engine_for_actor,
                                         least_soon_needed, next_position, plan_residency, round_steps,
@@ -159,3 +160,38 @@ def test_cpu_lanes_load_side_by_side_only_with_cores_to_spare():
     assert parallel_cpu_loads(cores=2, cpus_per_engine=1, lanes=1) == 1  # this machine: one load at a time
     assert parallel_cpu_loads(cores=16, cpus_per_engine=2, lanes=1) == 4
     assert parallel_cpu_loads(cores=16, cpus_per_engine=2, lanes=4) == 1
+
+
+# ---- on CUDA a retired engine's teardown ends before the next wake or load -------------------------
+class _Actor:
+    def __init__(self, log: list):
+        self.log = log
+        self.wake_up = self.shutdown = self.read_log = self
+
+    def remote(self):
+        self.log.append("wake")
+        return "ref"
+
+
+def _scheduler_with_a_dying_engine(device: str):
+    sched, lane, resident = _scheduler_at(deadline_s=None, elapsed_s=0)
+    sched.settings = dataclasses.replace(sched.settings, device=device)
+    log: list[str] = []
+    sched.dying = ["an engine retired a moment ago"]
+    sched._reap = lambda *, wait=False: (log.append(f"reap wait={wait}"), sched.dying.clear())
+    sched._call = lambda lane, phase, ref, timeout_s: log.append(f"call {phase.value}")
+    resident.actor, resident.asleep = _Actor(log), True
+    lane.residents[resident.engine.engine_id] = resident
+    return sched, lane, resident, log
+
+
+def test_a_wake_on_cuda_waits_for_the_retired_engines_teardown():
+    sched, lane, resident, log = _scheduler_with_a_dying_engine("cuda")
+    sched._enter_engine(lane, resident.engine)
+    assert log == ["reap wait=True", "wake", "call wake"]
+
+
+def test_a_cpu_wake_leaves_teardown_in_the_background():
+    sched, lane, resident, log = _scheduler_with_a_dying_engine("cpu")
+    sched._enter_engine(lane, resident.engine)
+    assert log == ["wake", "call wake"]
