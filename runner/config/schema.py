@@ -248,8 +248,8 @@ class Warmup(enum.StrEnum):
 
 
 class EngineStart(enum.StrEnum):
-    """execution.engine_start: how vLLM's engine-core process starts inside an actor (auto: forkserver on CPU,
-    spawn on CUDA)."""
+    """execution.engine_start: how vLLM's engine-core process starts inside an actor (auto: forkserver, measured
+    on CPU and on an H200; spawn: vLLM's own way)."""
 
     AUTO = "auto"
     SPAWN = "spawn"

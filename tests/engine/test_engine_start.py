@@ -20,9 +20,9 @@ def _report_env_then_wait(path: str) -> None:
     time.sleep(120)
 
 
-def test_auto_is_forkserver_on_cpu_and_spawn_on_cuda():
+def test_auto_is_the_fork_server_on_cpu_and_cuda():
     assert engine_process.resolve(EngineStart.AUTO, device="cpu") is EngineStart.FORKSERVER
-    assert engine_process.resolve(EngineStart.AUTO, device="cuda") is EngineStart.SPAWN
+    assert engine_process.resolve(EngineStart.AUTO, device="cuda") is EngineStart.FORKSERVER
     assert engine_process.resolve(EngineStart.SPAWN, device="cpu") is EngineStart.SPAWN
 
 
