@@ -30,7 +30,10 @@ def choices(run_dir: Path) -> dict:
     from runner.report.load import load_results
 
     a = analyse(load_results([run_dir]))
-    verdicts = {f"{r.workload} winner": r.winner for r in a.verdict.itertuples()}
+    verdicts: dict[str, str] = {}
+    for r in a.verdict.itertuples():  # a workload whose points differ has a row per outcome
+        key = f"{r.workload} winner"
+        verdicts[key] = "; ".join(filter(None, [verdicts.get(key), f"{r.winner} at {r.over}"]))
     ks = {f"{r['workload']} {r['method']} single k": r["single k"] for r in a.draft_summary.to_dict("records")}
     return {**verdicts, **ks}
 
