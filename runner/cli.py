@@ -24,9 +24,20 @@ def make_plan(config: RunConfig, *, check_engine_args: bool = True, warn=None) -
     `warn` (default: stderr) before anything starts."""
     validate(config, known_engine_args=engine_arg_spec() if check_engine_args else None)
     plan = build_plan(config)
-    for line in capacity_warnings(plan, model=config.model, engine=config.engine):
+    for line in capacity_warnings(plan, model=config.model, engine=config.engine) + race_warnings(config.sweep):
         (warn or (lambda text: print(text, file=sys.stderr)))(line)
     return plan
+
+
+def race_warnings(sweep: SweepSection) -> list[str]:
+    """A race that cannot stop anything: an arm is stopped only after MIN_ROUNDS rounds."""
+    from runner.measurement.race import MIN_ROUNDS
+
+    if not sweep.race or sweep.repeats > MIN_ROUNDS:
+        return []
+    return [f"warning: sweep.race=true saves nothing with sweep.repeats={sweep.repeats}: an arm is stopped only "
+            f"after {MIN_ROUNDS} rounds, as a verdict needs {MIN_ROUNDS} repeats (fix: sweep.repeats="
+            f"{MIN_ROUNDS + 2})"]
 
 
 def describe_plan(plan: Plan, *, done: set[str], parallel: int) -> str:

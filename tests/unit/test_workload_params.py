@@ -196,3 +196,16 @@ def test_unknown_preset_lists_the_valid_ones():
 
     with pytest.raises(ConfigError, match="valid: cpu"):
         apply_preset(compose("sweep=draft_count", "sweep.preset=tiny"))
+
+
+def test_a_race_that_cannot_stop_anything_is_warned_about():
+    from runner.cli import make_plan
+    from runner.config.store import typed
+
+    said: list[str] = []
+    make_plan(typed(compose("sweep.race=true", "sweep.repeats=3")), check_engine_args=False, warn=said.append)
+    assert any("sweep.race=true saves nothing with sweep.repeats=3" in s and "fix: sweep.repeats=5" in s
+               for s in said)
+    said.clear()
+    make_plan(typed(compose("sweep.race=true", "sweep.repeats=5")), check_engine_args=False, warn=said.append)
+    assert not any("sweep.race" in s for s in said)
