@@ -2,7 +2,7 @@
 
 After a round, an arm stops for the remaining rounds of a workload when, at
 every point of that workload, the leader's figure beats it beyond noise: the
-bootstrap interval of leader / arm (ratio of medians over rounds, the same rule
+95 % interval of leader / arm (ratio of medians over rounds, the same rule
 as the report's verdicts) lies wholly above 1 + tie_band. An arm that ties the
 leader anywhere, or lacks `min_rounds` samples at a point, keeps running.
 """
@@ -115,6 +115,6 @@ def race_eliminations(samples: Sequence[RaceSample], *, tie_band: float = 0.02, 
             last_round = max(s.round for s in mine if s.engine_id == engine)
             out[(engine, workload)] = (
                 f"{arm} behind the leader beyond the ±{tie_band:.0%} tie band at all {len(lines)} point(s) of "
-                f"{workload} after round {last_round} (leader / {arm}, ratio of medians [95% bootstrap]): "
+                f"{workload} after round {last_round} (leader / {arm}, ratio of medians [95% interval]): "
                 + "; ".join(lines))
     return out

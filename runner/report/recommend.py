@@ -181,7 +181,8 @@ def recommendation(*, outcomes: pd.DataFrame, engines: pd.DataFrame, draft_summa
         workloads[workload] = entry
     return {"sources": list(sources),
             "rules": {"choice": CHOICE_RULE,
-                      "winner": f"the 95% bootstrap interval of the ratio of medians (leader / runner-up) lies "
+                      "winner": f"the 95% interval of the ratio of medians (leader / runner-up; bootstrap, widened to "
+                                f"Welch's t on logs and the pairwise-ratio range where wider) lies "
                                 f"wholly above 1 + tie band ({tie_band:g}); at least {min_repeats} repeats per arm",
                       "single_k": SINGLE_K_RULE, "slo": "see report.md (Under a latency target)"},
             "workloads": workloads}

@@ -24,7 +24,7 @@ def slo_section(a) -> str:
         f"SLO: {s.slo_text()}. A point meets it when the median over repeats of each targeted trial figure is "
         f"within its limit. Throughput per device = aggregate decode tok/s ÷ tensor_parallel_size; the choice is "
         f"the arm with the most of it among those that meet the SLO, against the next one (ratio of medians "
-        f"[95% bootstrap interval]; a tie when the interval reaches into ±{s.tie_band:.0%}).",
+        f"[95% interval, as in the verdicts]; a tie when the interval reaches into ±{s.tie_band:.0%}).",
         md_table(choices),
         "Highest concurrency within the SLO per arm: linear interpolation between the last measured concurrency "
         "that meets it and the first that misses it (an estimate between measured points, not a measurement).",

@@ -1,7 +1,8 @@
 """Who wins where: per-point outcomes with intervals, the verdict table, crossovers and the best draft count.
 
 Every comparison is the leader's median against the runner-up's, with a seeded
-95 % bootstrap interval of the ratio of medians (runner.measurement.stats). A
+95 % interval of the ratio of medians (a bootstrap widened for few repeats:
+runner.measurement.stats). A
 winner is named only when that interval lies wholly outside the tie band and
 each arm has at least MIN_REPEATS repeats; otherwise the outcome is "tie within
 noise" or "not enough repeats". At a point where any arm is at the KV capacity
