@@ -38,6 +38,15 @@ def choices(run_dir: Path) -> dict:
     return {**verdicts, **ks}
 
 
+def stopped_workloads(run_dir: Path) -> list[str]:
+    """Workloads in which the race stopped at least one arm."""
+    from runner.report.build import analyse
+    from runner.report.load import load_results
+
+    race = analyse(load_results([run_dir])).race
+    return sorted(set(race.workload)) if len(race) else []
+
+
 def figures(run_dir: Path) -> dict:
     tables = read_run(run_dir)
     trials, phases = tables["trials"], tables["phases"]
@@ -54,7 +63,8 @@ def one_run(*, out: Path, race: bool, index: int, repeats: int, extra: list[str]
            f"sweep.race={str(race).lower()}", f"run={run}", "tracking=none", *extra]
     ran = run_logged(cmd, log=out / f"{run}.log")
     run_dir = out / "draft_count" / run
-    return {"race": race, "wall_s": ran.wall_s, **figures(run_dir), "choices": choices(run_dir)}
+    return {"race": race, "wall_s": ran.wall_s, **figures(run_dir), "choices": choices(run_dir),
+            "stopped_in": stopped_workloads(run_dir)}
 
 
 def main() -> None:
@@ -85,6 +95,11 @@ def main() -> None:
         for i, r in enumerate(runs[1:], start=1):
             differ = {k: (first.get(k), v) for k, v in r["choices"].items() if first.get(k) != v}
             print(f"run {i} choices {'same as run 0' if not differ else f'differ from run 0: {differ}'}")
+            for key in differ:  # a difference where neither run stopped an arm is the runs' noise, not the race
+                stopped = [run["stopped_in"] for run in (runs[0], r)]
+                workload = key.split()[0]
+                print(f"  {key}: the race stopped arms of {workload} in "
+                      f"{'neither run' if not any(workload in s for s in stopped) else 'one or both runs'}")
         print("run 0 choices: " + "; ".join(f"{k}: {v}" for k, v in first.items()))
 
     finish(results, out=out, label="race", report=report)
