@@ -25,11 +25,15 @@ from bench.common import finish, out_dir, print_machine, read_run, run_logged  #
 STUDY = ["sweep=draft_count", "sweep.preset=cpu"]
 
 
-def choices(run_dir: Path) -> dict:
+def analysis(run_dir: Path):
     from runner.report.build import analyse
     from runner.report.load import load_results
 
-    a = analyse(load_results([run_dir]))
+    return analyse(load_results([run_dir]))
+
+
+def choices(a) -> dict:
+    """Per workload the verdict's winner (every row: points may differ), per method the single k."""
     verdicts: dict[str, str] = {}
     for r in a.verdict.itertuples():  # a workload whose points differ has a row per outcome
         key = f"{r.workload} winner"
@@ -38,13 +42,9 @@ def choices(run_dir: Path) -> dict:
     return {**verdicts, **ks}
 
 
-def stopped_workloads(run_dir: Path) -> list[str]:
+def stopped_workloads(a) -> list[str]:
     """Workloads in which the race stopped at least one arm."""
-    from runner.report.build import analyse
-    from runner.report.load import load_results
-
-    race = analyse(load_results([run_dir])).race
-    return sorted(set(race.workload)) if len(race) else []
+    return sorted(set(a.race.workload)) if len(a.race) else []
 
 
 def figures(run_dir: Path) -> dict:
@@ -63,8 +63,9 @@ def one_run(*, out: Path, race: bool, index: int, repeats: int, extra: list[str]
            f"sweep.race={str(race).lower()}", f"run={run}", "tracking=none", *extra]
     ran = run_logged(cmd, log=out / f"{run}.log")
     run_dir = out / "draft_count" / run
-    return {"race": race, "wall_s": ran.wall_s, **figures(run_dir), "choices": choices(run_dir),
-            "stopped_in": stopped_workloads(run_dir)}
+    a = analysis(run_dir)
+    return {"race": race, "wall_s": ran.wall_s, **figures(run_dir), "choices": choices(a),
+            "stopped_in": stopped_workloads(a)}
 
 
 def main() -> None:

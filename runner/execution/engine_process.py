@@ -27,10 +27,10 @@ from runner.config.schema import EngineStart
 PRELOAD = ("vllm.v1.engine.core", "vllm.v1.executor.multiproc_executor", "vllm.v1.executor.uniproc_executor")
 
 
-def resolve(method: EngineStart, *, device: str) -> EngineStart:
+def resolve(method: EngineStart) -> EngineStart:
     """auto: the fork server, on every device. Measured on CPU (bench/engine_start.py) and on an H200 with vLLM
     0.26 (docs/results/h200-2026-12-03: loads of 16.9-27.4 s against 33.9-80.2 s spawned; spec-off decode the same
-    to 1 % either way). `device` stays in the signature for a device where it would not hold."""
+    to 1 % either way)."""
     if method is not EngineStart.AUTO:
         return method
     return EngineStart.FORKSERVER

@@ -159,7 +159,7 @@ class Scheduler:
 
         actor = ray.remote(max_restarts=0, **options)(EngineActor).remote(
             env=env, keys=self.keys, slo=s.slo, warmup=s.warmup, warmup_output_cap=s.warmup_output_cap,
-            engine_start=resolve(EngineStart(s.engine_start), device=s.device).value)
+            engine_start=resolve(EngineStart(s.engine_start)).value)
         return actor
 
     def _resident_mode(self, engine: EngineConfig) -> bool:

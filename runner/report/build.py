@@ -134,8 +134,8 @@ def _metrics_section(a: Analysis) -> str:
                    f"seeded percentile bootstrap (seed {s.seed}) of the ratio of medians, each arm's repeats "
                    "resampled independently, widened where they are wider to Welch's t interval on log values "
                    "and to the distribution-free interval of the pairwise ratios (with few repeats a bootstrap "
-                   "alone is too narrow; with 3 against 3 the pairwise range covers only 90 %). A winner is named only when that interval lies wholly above "
-                   f"1 + {s.tie_band:g} (the tie band) and every arm has ≥ {s.min_repeats} repeats; otherwise "
+                   "alone is too narrow; with 3 against 3 the pairwise range covers only 90 %). A winner is named "
+                   f"only when that interval lies wholly above 1 + {s.tie_band:g} (the tie band) and every arm has ≥ {s.min_repeats} repeats; otherwise "
                    "\"tie within noise\" or \"not enough repeats\", with the numbers. At a point where any arm "
                    "is at the KV capacity wall the outcome is \"neither: KV capacity limit\".")
 

@@ -87,13 +87,14 @@ def device_time(phases: pd.DataFrame, engines: pd.DataFrame, trials: pd.DataFram
     lanes = p[p.lane >= 0]
     if not len(lanes):
         return None
-    wall = _wall(p, launch)
+    commands = _command_starts(p, launch)
+    wall = _wall(p, commands)
     load_s = {r.engine_id: float(r.load_s) for r in engines.itertuples()
               if getattr(r, "load_s", None) is not None and r.load_s == r.load_s}
     starts = lanes[lanes.phase == Phase.START]
     vllm_init = sum(_load_of(r, load_s) for r in starts.itertuples())
     warmups = _warmups(trials, lanes)
-    switches, overheads = _gaps(lanes, load_s, commands=sorted(float(t) for t in launch.started_at))
+    switches, overheads = _gaps(lanes, load_s, commands=commands)
     idle = wall - float(launch.duration_s.sum()) - union_length(list(zip(lanes.started_at, lanes.ended_at)))
     return DeviceTime(
         wall_s=wall, launch_s=float(launch.duration_s.sum()) if len(launch) else 0.0, loads=len(starts),
@@ -123,10 +124,13 @@ def _load_of(span, load_s: dict) -> float:
     return load_s.get(span.engine_id, 0.0)
 
 
-def _wall(p: pd.DataFrame, launch: pd.DataFrame) -> float:
-    """Σ over commands (a resume is a new command) of its start → its last span's end: breaks between
-    commands are not the sweep's time."""
-    starts = sorted(float(t) for t in launch.started_at) or [float(p.started_at.min())]
+def _command_starts(p: pd.DataFrame, launch: pd.DataFrame) -> list[float]:
+    """When each command began (a resume is a new command: its `launch` span); one start for timelines without."""
+    return sorted(float(t) for t in launch.started_at) or [float(p.started_at.min())]
+
+
+def _wall(p: pd.DataFrame, starts: list[float]) -> float:
+    """Σ over commands of its start → its last span's end: breaks between commands are not the sweep's time."""
     total = 0.0
     for i, begin in enumerate(starts):
         end = starts[i + 1] if i + 1 < len(starts) else float("inf")
@@ -135,9 +139,9 @@ def _wall(p: pd.DataFrame, launch: pd.DataFrame) -> float:
     return total
 
 
-def _gaps(lanes: pd.DataFrame, load_s: dict, *, commands: list[float] = ()) -> tuple[list[float], list[float]]:
-    """Per command and lane: engine-to-engine gaps between trials, split by whether a load happened in the gap.
-    A resume is a new command (its `launch` start): the break between commands is no gap of the sweep's."""
+def _gaps(lanes: pd.DataFrame, load_s: dict, *, commands: list[float]) -> tuple[list[float], list[float]]:
+    """Per command and lane: engine-to-engine gaps between trials, split by whether a load happened in the gap
+    (the break between two commands is no gap of the sweep's)."""
     switches, overheads = [], []
     command = np.searchsorted(np.asarray(commands, dtype=float), lanes.started_at.to_numpy(dtype=float),
                               side="right")
