@@ -125,8 +125,10 @@ def run_sweep(cfg: DictConfig, *, run_dir: Path) -> int:
     if not todo:
         print(f"nothing to do: all {len(plan.trials)} trials of this sweep are already in {run_dir} "
               f"(run=<new name> starts a fresh run)")
-    else:
-        code = _execute(plan=plan, config=config, sink=sink, run_dir=run_dir, done=done, todo=len(todo))
+    trackers: list = []
+    if todo:
+        code = _execute(plan=plan, config=config, sink=sink, run_dir=run_dir, done=done, todo=len(todo),
+                        export_later=trackers)
         if code:
             return code
     from runner.summary import print_summary
@@ -134,6 +136,8 @@ def run_sweep(cfg: DictConfig, *, run_dir: Path) -> int:
     print_summary(run_dir=run_dir, trial_ids={t.trial_id for t in plan.trials})
     if report.enabled:
         _write_report(run_dir)
+    for tracker in trackers:  # after the report, so that the W&B sweep run carries its Answer table
+        tracker.finish()
     print(f"results: {run_dir}")
     print(f"total time: {time.perf_counter() - wall_start:.1f} s")
     return 0
@@ -182,7 +186,10 @@ def execution_options(execution: ExecutionSection, *, sweep: SweepSection) -> di
             "race_tie_band": float(sweep.race_tie_band)}
 
 
-def _execute(*, plan: Plan, config: RunConfig, sink, run_dir: Path, done: set[str], todo: int) -> int:
+def _execute(*, plan: Plan, config: RunConfig, sink, run_dir: Path, done: set[str], todo: int,
+             export_later: list) -> int:
+    """Runs the plan's remaining trials. A tracker of a sweep that completed goes into `export_later` (the
+    caller exports after the report); one that was interrupted exports here, before the process ends."""
     from tqdm import tqdm
 
     from runner.execution.scheduler import DeadlineReached, ExecutionSettings, Interrupted, Scheduler
@@ -194,6 +201,7 @@ def _execute(*, plan: Plan, config: RunConfig, sink, run_dir: Path, done: set[st
     # Signals arrive as KeyboardInterrupt from here on. (Ray in a side thread lost its GCS connection.)
     previous = {sig: signal.signal(sig, _raise_interrupt) for sig in (signal.SIGTERM, signal.SIGINT)}
     progress = tracker = None
+    completed = False
     try:
         if not config.cluster.address:
             _prepare_builtin_model(config.model)
@@ -220,6 +228,7 @@ def _execute(*, plan: Plan, config: RunConfig, sink, run_dir: Path, done: set[st
                               log_dir=run_dir / "logs", on_trial=tracker.log_trial, on_engine=tracker.log_engine,
                               progress=progress, launched_at=process_started_at())
         scheduler.run(skip_trial_ids=done | _skipped_ids(sink))
+        completed = True
     except (Interrupted, KeyboardInterrupt):
         _ignore_signals()
         print(f"\ninterrupted: finished trials are in {run_dir}; the trial in flight reruns; "
@@ -236,7 +245,10 @@ def _execute(*, plan: Plan, config: RunConfig, sink, run_dir: Path, done: set[st
             progress.close()
         _compact(sink)  # before the W&B export, which ships the tables' files
         if tracker is not None:
-            tracker.finish()
+            if completed:
+                export_later.append(tracker)
+            else:
+                tracker.finish()
         _shutdown_ray()
         for sig, handler in previous.items():
             signal.signal(sig, handler)

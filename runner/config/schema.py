@@ -374,6 +374,25 @@ class ArmSection:
         return {name: getattr(self, name) for name in ENGINE_AXES if getattr(self, name) is not None}
 
 
+@dataclass(kw_only=True)
+class QuestionSection:
+    """The question a sweep exists for (sweep.question): two arms, each named by the engine axes it sets (e.g.
+    MTP without caching against caching without MTP); the report's Answer table states that comparison per
+    workload even where a third arm leads. A side that matches several arms is represented at each point by
+    its best one."""
+
+    a: ArmSection
+    b: ArmSection
+    name: Optional[str] = None  # how the report titles the question
+
+    def __post_init__(self):
+        for side in ("a", "b"):
+            if not getattr(self, side).axes():
+                _problems([f"sweep.question.{side} must name at least one engine axis (fix: "
+                           f"sweep.question={{a:{{spec_method:mtp,enable_prefix_caching:false}},"
+                           f"b:{{spec_method:off,enable_prefix_caching:true}}}})"])
+
+
 def check_grid(grid: GridSection, arms: list[ArmSection] = ()) -> list[str]:
     """The grid's values (with those the explicit arms add), each problem with its fix."""
     values = {axis: grid.values(axis) for axis in (*ENGINE_AXES, *TRIAL_AXES)}
@@ -427,6 +446,7 @@ class SweepSection:
     repeats: int = field(default=1, metadata=_fix("sweep.repeats=1", "must be an integer ≥ 1"))
     race: bool = field(default=False, metadata=_fix("sweep.race=false", "must be true or false"))
     race_tie_band: float = 0.02  # arms within this band of the best are not eliminated
+    question: Optional[QuestionSection] = None
     preset: Optional[str] = None  # the name of one of `presets`, applied over the config before it is typed
     # Named overlays in the root's shape (sweep/workload/engine/model), chosen by sweep.preset.
     presets: dict[str, Any] = field(default_factory=dict)

@@ -21,6 +21,7 @@ from runner.execution.isolation import CounterWindow, GcPauses, ResetFailed, dra
 from runner.measurement import counters
 from runner.measurement.metrics import Slo
 from runner.measurement.records import RunKeys, failed_trial_row, request_rows, trial_row
+from runner.measurement.sampling import sampled
 from runner.measurement.workloads import workload_class
 from runner.measurement.workloads.base import TrialContext, WholeRun
 from runner.models.source import ModelSource, resolve_model_source
@@ -130,9 +131,9 @@ class EngineActor:
         t0 = time.perf_counter()
         self.gc_pauses.start()
         try:
-            results = await workload.run(TrialContext(engine=self.host, concurrency=trial.concurrency,
-                                                      repeat=trial.repeat, params=params, api=trial.api,
-                                                      window=window))
+            results = await workload.run(TrialContext(
+                engine=sampled(self.host, params, base_seed=params.seed * 1_000_003 + trial.repeat),
+                concurrency=trial.concurrency, repeat=trial.repeat, params=params, api=trial.api, window=window))
             wall_s = time.perf_counter() - t0
             await window.close_whole()
         except Exception as exc:
@@ -164,8 +165,9 @@ class EngineActor:
         if getattr(params, "requests_per_session", 1) > 1:  # one request per session covers the batch's shapes
             params = dataclasses.replace(params, requests_per_session=1)
         started = time.perf_counter()
-        await workload.run(TrialContext(engine=self.host, concurrency=trial.concurrency, repeat=-1 - trial.repeat,
-                                        params=params, api=trial.api, window=WholeRun()))
+        await workload.run(TrialContext(engine=sampled(self.host, params, base_seed=-1 - trial.repeat),
+                                        concurrency=trial.concurrency, repeat=-1 - trial.repeat, params=params,
+                                        api=trial.api, window=WholeRun()))
         self.warm_shapes.add(shape)
         return time.perf_counter() - started
 

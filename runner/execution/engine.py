@@ -76,6 +76,7 @@ class EngineHost:
         self._tokenizer = None
         self._ids = itertools.count()
         self.in_flight: set[str] = set()
+        self.request_seeds = True  # see _seed
 
     async def start(self) -> dict:
         """Loads the engine; returns the engine-record columns it can fill."""
@@ -86,6 +87,7 @@ class EngineHost:
         started = time.perf_counter()
         self._llm = AsyncLLM.from_engine_args(AsyncEngineArgs(**kwargs))
         load_s = time.perf_counter() - started
+        self._check_request_seeds()
         if not self.vocab_size:
             self.vocab_size = self._llm.vllm_config.model_config.get_vocab_size()
         return {"load_s": load_s, **self._capacity(), **await self._memory(), "api": "async",
@@ -93,6 +95,17 @@ class EngineHost:
 
     def _vllm_config(self):
         return self._llm.vllm_config
+
+    def _check_request_seeds(self) -> None:
+        from vllm.platforms import current_platform
+
+        # vLLM's CPU runner cannot rewind a request's seeded generator when it discards a partial prefill's
+        # sample (RuntimeError "CPU Generator does not use offset"): there, sampled requests draw from the
+        # engine's own seeded stream instead of a seed each.
+        self.request_seeds = not current_platform.is_cpu()
+
+    def _seed(self, seed: int, temperature: float):
+        return seed if self.request_seeds or temperature == 0 else None
 
     async def _rpc(self, method: str):
         return await self._llm.collective_rpc(method)
@@ -131,12 +144,13 @@ class EngineHost:
         }
 
     async def stream(self, *, prompt_token_ids: list[int], max_tokens: int, session: int = 0, turn: int = 0,
-                     phase: str = "measured", ignore_eos: bool = True, seed: int = 0) -> RequestResult:
+                     phase: str = "measured", ignore_eos: bool = True, seed: int = 0, temperature: float = 0.0,
+                     top_p: float = 1.0) -> RequestResult:
         from vllm import SamplingParams
         from vllm.sampling_params import RequestOutputKind
 
-        params = SamplingParams(max_tokens=max_tokens, temperature=0.0, ignore_eos=ignore_eos, seed=seed,
-                                output_kind=RequestOutputKind.DELTA)
+        params = SamplingParams(max_tokens=max_tokens, temperature=temperature, top_p=top_p, ignore_eos=ignore_eos,
+                                seed=self._seed(seed, temperature), output_kind=RequestOutputKind.DELTA)
         timeline = Timeline(sent_at=time.perf_counter())
         token_ids: list[int] = []
         final = None
@@ -215,6 +229,7 @@ class OfflineEngineHost(EngineHost):
         started = time.perf_counter()
         self._llm = LLM(**kwargs)
         load_s = time.perf_counter() - started
+        self._check_request_seeds()
         if not self.vocab_size:
             self.vocab_size = self._vllm_config().model_config.get_vocab_size()
         return {"load_s": load_s, **self._capacity(), **await self._memory(), "api": "offline",
@@ -230,8 +245,8 @@ class OfflineEngineHost(EngineHost):
         raise NotImplementedError("the offline host runs batches only (workload param api: async streams)")
 
     async def generate_batch(self, *, prompts: list[list[int]], max_tokens: int, sessions: list[int],
-                             phase: str = "measured", ignore_eos: bool = True,
-                             seed: int = 0) -> list[RequestResult]:
+                             phase: str = "measured", ignore_eos: bool = True, seed: int = 0,
+                             temperature: float = 0.0, top_p: float = 1.0) -> list[RequestResult]:
         """One `LLM.generate` over all prompts. No streaming: each request's timeline is its engine-side
         first and last token times (the engine core's monotonic clock, the same clock as perf_counter on
         Linux), measured from the batch's start; outside that window, the batch's end is used."""
@@ -239,7 +254,8 @@ class OfflineEngineHost(EngineHost):
 
         from vllm import SamplingParams
 
-        params = SamplingParams(max_tokens=max_tokens, temperature=0.0, ignore_eos=ignore_eos, seed=seed)
+        params = SamplingParams(max_tokens=max_tokens, temperature=temperature, top_p=top_p, ignore_eos=ignore_eos,
+                                seed=self._seed(seed, temperature))
         inputs = [{"prompt_token_ids": p} for p in prompts]
         sent_at = time.perf_counter()
         # A worker thread keeps the actor's event loop (KV usage sampling) running during the batch.

@@ -1,10 +1,10 @@
 """Early elimination between interleaved rounds (`sweep.race: true`). Pure.
 
 After a round, an arm stops for the remaining rounds of a workload when, at
-every point of that workload, the leader's figure beats it beyond noise: the
-95 % interval of leader / arm (ratio of medians over rounds, the same rule
-as the report's verdicts) lies wholly above 1 + tie_band. An arm that ties the
-leader anywhere, or lacks `min_rounds` samples at a point, keeps running.
+every point of that workload, it is outside the decision's tied-for-first set
+(runner.measurement.decision, the report's own rule): the 95 % interval of
+leader / arm lies wholly above 1 + tie_band. An arm that ties the leader
+anywhere, or lacks `min_rounds` samples at a point, keeps running.
 """
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
-from runner.measurement.stats import beats, ratio_interval
+from runner.measurement.decision import Candidate, DecisionKind, decide
 from runner.schema import TrialStatus
 
 
@@ -80,8 +80,8 @@ MIN_ROUNDS = 3
 
 def race_eliminations(samples: Sequence[RaceSample], *, tie_band: float = 0.02, min_rounds: int = MIN_ROUNDS,
                       seed: int = 0) -> dict[tuple[str, str], str]:
-    """(engine_id, workload) -> human reason, for arms whose interval lies below the leader's at EVERY point of
-    that workload (strictly outside the tie band)."""
+    """(engine_id, workload) -> human reason, for arms outside the decision's tied-for-first set
+    (runner.measurement.decision) at EVERY point of that workload."""
     out: dict[tuple[str, str], str] = {}
     workloads: dict[str, list[RaceSample]] = {}
     for s in samples:
@@ -93,21 +93,19 @@ def race_eliminations(samples: Sequence[RaceSample], *, tie_band: float = 0.02, 
         evidence: dict[str, list[str]] = {e: [] for e in engines}
         for point, arms in sorted(points.items()):
             higher = arms[next(iter(arms))][0].higher_is_better
-            medians = {e: statistics.median(x.value for x in v) for e, v in arms.items()}
-            leader = (max if higher else min)(sorted(medians), key=lambda e: medians[e])
+            decision = decide([Candidate(arm=engine, values=tuple(x.value for x in rows))
+                               for engine, rows in sorted(arms.items())],
+                              higher_is_better=higher, tie_band=tie_band, min_repeats=min_rounds, seed=seed)
             for engine in engines:
                 rows = arms.get(engine, [])
-                if engine == leader or len(rows) < min_rounds or len(arms[leader]) < min_rounds:
-                    evidence[engine] = None  # type: ignore[assignment]
-                    continue
                 if evidence[engine] is None:
                     continue
-                ratio = ratio_interval([x.value for x in arms[leader]], [x.value for x in rows],
-                                       higher_is_better=higher, seed=seed)
-                if not beats(ratio, tie_band=tie_band):
+                if decision.kind is DecisionKind.TOO_FEW or len(rows) < min_rounds \
+                        or decision.is_tied_for_first(engine):
                     evidence[engine] = None  # type: ignore[assignment]
                     continue
-                evidence[engine].append(f"{point}: {arms[leader][0].arm} {ratio.ratio_text()}")
+                leader_arm = arms[decision.leader][0].arm
+                evidence[engine].append(f"{point}: {leader_arm} {decision.against_leader[engine].ratio_text()}")
         for engine, lines in sorted(evidence.items()):
             if not lines:
                 continue

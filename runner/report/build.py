@@ -1,6 +1,7 @@
 """The report: analyse persisted Parquet (pure), then write report.md and PNGs and print the headline tables."""
 from __future__ import annotations
 
+import json
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -8,6 +9,7 @@ from pathlib import Path
 import pandas as pd
 
 from runner.report import flags, plots, sections, verdict
+from runner.report.answer import answer_table, draft_count_lines
 from runner.report.arms import add_arms, describe_point, fixed_params, point_axes, point_coords
 from runner.report.cost import cost_table
 from runner.report.load import Results, load_results
@@ -18,6 +20,9 @@ from runner.report.recommend import recommendation
 from runner.report.render import md_table, percent, section
 from runner.report.settings import ReportSettings, parse_settings
 from runner.report.slo import arm_point_figures, max_concurrency, slo_choices
+
+
+ANSWER_FILE = "answer.json"  # the Answer table as records: the W&B sweep run shows it
 
 
 @dataclass(kw_only=True)
@@ -45,6 +50,8 @@ class Analysis:
     cost: pd.DataFrame
     race: pd.DataFrame
     recommendation: dict
+    answer: pd.DataFrame
+    draft_lines: list[str]
 
     def point_text(self, frame: pd.DataFrame) -> list[str]:
         return _point_text(frame, self.trials)
@@ -83,23 +90,28 @@ def analyse(results: Results, *, bandwidth: float | None = None, settings: Repor
     degenerate = flags.degenerate_flags(trials)
     failures = flags.failures(engines, trials)
     race = race_stops(trials, results.phases)
+    crossings = verdict.crossovers(outcomes, trials)
+    config = results.configs[0] if results.configs else {}
     recommended = recommendation(
         outcomes=outcomes, engines=engines, draft_summary=summary, point_text=_point_text(outcomes, trials),
         metric_heading={w: deciding_metric(w).heading for w in outcomes.workload.unique()},
-        config=results.configs[0] if results.configs else {}, degenerate=degenerate, divergence=divergence,
+        config=config, degenerate=degenerate, divergence=divergence,
         failures=failures, stops=race, tie_band=s.tie_band, min_repeats=s.min_repeats, sources=results.sources)
+    answer = answer_table(outcomes=outcomes, points=points, engines=engines, trials=trials, crossovers=crossings,
+                          recommendation=recommended, config=config, degenerate=degenerate, divergence=divergence,
+                          failures=failures, **rule)
     return Analysis(
         results=results, settings=s, engines=engines, trials=trials, points=points, outcomes=outcomes,
         verdict=verdict.verdict_table(outcomes, trials, capacity=capacity, divergence=divergence,
                                       min_repeats=s.min_repeats),
-        crossovers=verdict.crossovers(outcomes, trials), draft_choices=choices, draft_summary=summary,
+        crossovers=crossings, draft_choices=choices, draft_summary=summary,
         capacity=capacity, divergence=divergence, degenerate=degenerate, failures=failures,
         bandwidth=flags.bandwidth_shares(points, engines, bandwidth_override=bandwidth),
         slo_choices=slo_choices(figures, **rule) if figures is not None else pd.DataFrame(),
         slo_reach=max_concurrency(figures, s.slo) if figures is not None else pd.DataFrame(),
         pareto=pareto_points(trials) if len(trials) else pd.DataFrame(),
         cost=cost_table(trials, gpu_hour_usd=s.gpu_hour_usd) if s.gpu_hour_usd else pd.DataFrame(),
-        race=race, recommendation=recommended)
+        race=race, recommendation=recommended, answer=answer, draft_lines=draft_count_lines(summary, choices))
 
 
 def _point_text(frame: pd.DataFrame, trials: pd.DataFrame) -> list[str]:
@@ -247,7 +259,8 @@ def _draft_section(a: Analysis) -> str:
 def render_markdown(a: Analysis, *, plot_files: list[Path]) -> str:
     title = "# Sweep report: " + ", ".join(a.results.sources)
     names = [p.name for p in plot_files]
-    parts = [title, _sources_section(a), section("Verdict", md_table(a.verdict)), _metrics_section(a),
+    parts = [title, sections.answer_section(a), _sources_section(a), section("Verdict", md_table(a.verdict)),
+             _metrics_section(a),
              sections.recommendation_section(a), sections.slo_section(a),
              sections.pareto_section(a, [n for n in names if n.endswith("_pareto.png")]), sections.cost_section(a),
              sections.race_section(a), sections.degenerate_section(a),
@@ -301,9 +314,7 @@ def echo_headlines(a: Analysis, path: Path, plot_files: list[Path]) -> None:
         print(f"\nunder the SLO ({a.settings.slo_text()}):\n" + md_table(
             a.slo_choices.assign(point=a.point_text(a.slo_choices))[
                 ["workload", "point", "choice", "tok/s per device", "ratio", "verdict"]]))
-    if len(a.draft_summary):
-        print("\nbest draft count:\n" + md_table(a.draft_summary))
-    print("\nverdict:\n" + md_table(a.verdict))
+    print("\n" + sections.answer_text(a))
 
 
 def _write_atomic(path: Path, text: str) -> None:
@@ -332,6 +343,9 @@ def write_report(*, run_dirs: list[Path], out_dir: Path | None = None, echo: boo
     recommendation_path = out_dir / "recommendation.yaml"
     _write_atomic(recommendation_path, yaml.safe_dump(a.recommendation, sort_keys=False, allow_unicode=True,
                                                       width=120))
+    _write_atomic(out_dir / ANSWER_FILE, json.dumps({"question": sections.question_title(a),
+                                                     "answer": a.answer.to_dict("records"),
+                                                     "draft_count": a.draft_lines}, indent=1))
     if echo:
         echo_headlines(a, path, plot_files)
     return Report(path=path, plots=plot_files, analysis=a, recommendation_path=recommendation_path)

@@ -86,6 +86,13 @@ def _request_differences(requests: pd.DataFrame, *, source_a: str, trial_a: str,
     return int((merged.output_hash_a != merged.output_hash_b).sum()), len(merged)
 
 
+def _greedy(params_json) -> bool:
+    try:
+        return float(json.loads(params_json or "{}").get("temperature", 0) or 0) == 0.0
+    except (TypeError, ValueError, AttributeError):
+        return True
+
+
 def divergence_flags(trials: pd.DataFrame, requests: pd.DataFrame) -> pd.DataFrame:
     """Arms whose outputs differ from the reference arm's at the same point and repeat (greedy decoding).
 
@@ -93,6 +100,7 @@ def divergence_flags(trials: pd.DataFrame, requests: pd.DataFrame) -> pd.DataFra
     speculative method that only changes speed must produce the reference's tokens.
     """
     ok = trials[(trials.status == TrialStatus.OK) & trials.output_hash.notna()]
+    ok = ok[[_greedy(p) for p in ok.workload_params_json]]  # sampled outputs differ between arms by design
     rows = []
     for key, group in ok.groupby([*POINT_FIELDS, "repeat"], sort=False):
         if group.arm.nunique() < 2:

@@ -16,9 +16,24 @@ def _pyplot():
     import matplotlib
 
     matplotlib.use("Agg")
+    font_cache()
     import matplotlib.pyplot as plt
 
     return plt
+
+
+def font_cache() -> None:
+    """Loads matplotlib's font list; a process without a cached one builds it and logs "generated new
+    fontManager" at INFO, which belongs in no terminal: the build runs with that logger quietened."""
+    import logging
+
+    logger = logging.getLogger("matplotlib.font_manager")
+    level = logger.level
+    logger.setLevel(logging.WARNING)
+    try:
+        import matplotlib.font_manager  # noqa: F401  (the import builds or loads the cache)
+    finally:
+        logger.setLevel(level)
 
 
 def _grid(n: int):

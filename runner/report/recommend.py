@@ -1,10 +1,10 @@
 """recommendation.yaml: per workload, the engine settings to deploy, as vLLM engine arguments and `vllm serve`
 flags, with the evidence and the caveats that apply. Pure (a dict; build.py writes it).
 
-Choice rule: the arm named winner at the most points of the workload; arms tied for first at a point (leader
-and runner-up of a "tie within noise") count half a point each; equal scores go to the simpler arm (spec off,
-then the smaller k, then the plan's arm order). Without any point that has a winner or a tie there is no
-choice, and the file says why.
+Every choice is the decision module's (runner.measurement.decision): per point the simplest arm tied for
+first; per workload the choice per load range and, when one setting must serve every point, the arm tied for
+first at the most points (equal counts: the simpler arm). Without any point that has a choice there is none,
+and the file says why.
 """
 from __future__ import annotations
 
@@ -15,11 +15,13 @@ from typing import Any, Optional
 import pandas as pd
 
 from runner.config.schema import SpecArm
+from runner.measurement.decision import DecisionKind, one_for_all
 from runner.report.verdict import CAPACITY_OUTCOME, SINGLE_K_RULE, TIE_OUTCOME, interval_range, ratio_range
 from runner.schema import EngineStatus
 
-CHOICE_RULE = ("the arm named winner at the most points; an arm tied for first at a point counts half; equal "
-               "scores go to the simpler arm (spec off, then the smaller k)")
+CHOICE_RULE = ("per point, the simplest arm tied for first (spec off before speculation, the smaller k, then the "
+               "sweep's arm order); one setting for all points: the arm tied for first at the most points, equal "
+               "counts to the simpler arm")
 
 
 def _plain(value):
@@ -67,31 +69,27 @@ def serve_command(args: dict[str, Any]) -> str:
     return " ".join(words)
 
 
-def _score(outcomes: pd.DataFrame) -> dict[str, float]:
-    score: dict[str, float] = {}
-    for r in outcomes.to_dict("records"):
-        if r["outcome"] == TIE_OUTCOME:
-            for arm in (r["leader"], r["runner_up"]):
-                if arm:
-                    score[arm] = score.get(arm, 0.0) + 0.5
-        elif r["leader"] and r["outcome"] == r["leader"]:
-            score[r["leader"]] = score.get(r["leader"], 0.0) + 1.0
-    return score
+def simplicity_of(engines: pd.DataFrame) -> dict[str, tuple]:
+    """Each arm's rank for "the simplest arm" (spec off, then smaller k, then the sweep's arm order)."""
+    return {a: (int(k) > 0, int(k), int(o)) for a, k, o in zip(engines.arm, engines.k, engines.arm_order)}
 
 
-def _choose(outcomes: pd.DataFrame, arm_order: dict[str, int]) -> Optional[str]:
-    score = _score(outcomes)
-    if not score:
-        return None
-    return min(score, key=lambda a: (-score[a], arm_order.get(a, 1 << 30)))
+def choices_per_load(outcomes: pd.DataFrame, point_text: list[str]) -> list[dict[str, Any]]:
+    """The per-point choices of one workload, grouped: which arm where (points without a choice say why)."""
+    groups: dict[str, list[str]] = {}
+    for r, where in zip(outcomes.to_dict("records"), point_text):
+        choice = r["choice"] if isinstance(r["choice"], str) else None
+        groups.setdefault(choice or f"no choice ({r['kind']})", []).append(where)
+    return [{"arm": arm, "points": points} for arm, points in groups.items()]
 
 
 def _evidence(outcomes: pd.DataFrame, choice: str, point_text: list[str]) -> dict[str, Any]:
-    won = outcomes[outcomes.outcome == choice]
-    tied = outcomes[(outcomes.outcome == TIE_OUTCOME) & ((outcomes.leader == choice) | (outcomes.runner_up == choice))]
+    won = outcomes[(outcomes.kind == DecisionKind.WINNER) & (outcomes.choice == choice)]
+    tied = outcomes[[choice in t for t in outcomes.tied]]
     rows = []
     for r, where in zip(outcomes.to_dict("records"), point_text):
-        rows.append({"point": where, "outcome": r["outcome"], "leader": r["leader"], "runner_up": r["runner_up"],
+        rows.append({"point": where, "outcome": r["outcome"], "choice": r["choice"], "tied_for_first": list(r["tied"]),
+                     "leader": r["leader"], "runner_up": r["runner_up"],
                      "ratio": None if pd.isna(r["margin"]) else round(float(r["margin"]), 3),
                      "interval_95": None if pd.isna(r["margin_lo"]) else
                      [round(float(r["margin_lo"]), 3), round(float(r["margin_hi"]), 3)],
@@ -119,17 +117,17 @@ def _caveats(*, workload: str, choice: Optional[str], outcomes: pd.DataFrame, co
     if len(bad):
         caveats.append("degenerate outputs (median distinct-token share < 0.25) for " + ", ".join(bad.arm)
                        + ": acceptance there does not represent real text")
-    walled = outcomes[outcomes.outcome == CAPACITY_OUTCOME]
+    walled = outcomes[outcomes.kind == CAPACITY_OUTCOME]
     if len(walled):
         caveats.append(f"capacity wall at {len(walled)} point(s): no configuration effect can be read there")
     few = outcomes[(outcomes.n_min > 0) & (outcomes.n_min < min_repeats)]
     if len(few):
         caveats.append(f"too few repeats at {len(few)} point(s) (fewer than {min_repeats}; fix: "
                        f"sweep.repeats={min_repeats})")
-    ties = outcomes[outcomes.outcome == TIE_OUTCOME]
+    ties = outcomes[outcomes.kind == TIE_OUTCOME]
     if len(ties):
-        caveats.append(f"tie within noise at {len(ties)} point(s): " + ", ".join(
-            dict.fromkeys(f"{a} / {b}" for a, b in zip(ties.leader, ties.runner_up))))
+        caveats.append(f"tie within noise at {len(ties)} point(s) (the simplest tied arm taken): " + "; ".join(
+            dict.fromkeys(", ".join(t) for t in ties.tied)))
     if len(divergence):
         mine = divergence[divergence.workload == workload]
         if len(mine):
@@ -142,7 +140,7 @@ def _caveats(*, workload: str, choice: Optional[str], outcomes: pd.DataFrame, co
         if len(mine):
             caveats.append("stopped early by the race: " + ", ".join(mine.arm))
     if choice is None:
-        caveats.append("no recommendation: no point has a winner or a tie among measured arms")
+        caveats.append("no recommendation: no point has a choice (too few repeats, a capacity wall or no result)")
     return caveats
 
 
@@ -151,24 +149,23 @@ def recommendation(*, outcomes: pd.DataFrame, engines: pd.DataFrame, draft_summa
                    divergence: pd.DataFrame, failures: pd.DataFrame, stops: pd.DataFrame, tie_band: float,
                    min_repeats: int, sources: list[str]) -> dict[str, Any]:
     ok_engines = engines[engines.status == EngineStatus.OK] if len(engines) else engines
-    arm_order = dict(zip(ok_engines.arm, ok_engines.arm_order)) if len(ok_engines) else {}
+    simplicity = simplicity_of(ok_engines) if len(ok_engines) else {}
     text_of = dict(zip(outcomes.index, point_text))
     workloads: dict[str, Any] = {}
     for workload, mine in outcomes.groupby("workload", sort=False):
-        choice = _choose(mine, arm_order)
+        where = [text_of[i] for i in mine.index]
+        choice = one_for_all(list(mine.decision), simplicity)
         engine_rows = ok_engines[ok_engines.arm == choice] if choice else ok_engines.iloc[0:0]
         engine = engine_rows.iloc[0].to_dict() if len(engine_rows) else None
-        entry: dict[str, Any] = {"decided_by": metric_heading[workload], "choice": choice}
+        entry: dict[str, Any] = {"decided_by": metric_heading[workload], "choice": choice,
+                                 "choice_per_load": choices_per_load(mine, where)}
         if engine is not None:
             args = engine_arguments(engine, config=config)
             entry["engine_args"] = args
             entry["vllm_serve"] = serve_command(args)
-        if choice:
-            entry["evidence"] = _evidence(mine, choice, [text_of[i] for i in mine.index])
-        else:
-            leaders = [a for a in dict.fromkeys(mine.leader.dropna())]
-            entry["ahead_on_the_numbers"] = leaders
-            entry["evidence"] = _evidence(mine, "", [text_of[i] for i in mine.index])
+        entry["evidence"] = _evidence(mine, choice or "", where)
+        if not choice:
+            entry["ahead_on_the_numbers"] = list(dict.fromkeys(mine.leader.dropna()))
         drafts = draft_summary[draft_summary.workload == workload]
         if len(drafts):
             entry["draft_count"] = [{"method": r["method"], "k_tried": r["k tried"], "k_per_range": r["best k"],

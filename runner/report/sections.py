@@ -3,7 +3,40 @@ from __future__ import annotations
 
 import pandas as pd
 
+from runner.report.answer import question_of
 from runner.report.render import md_table, section
+
+
+def question_title(a) -> str:
+    question = question_of(a.results.configs[0] if a.results.configs else {})
+    return question.name if question else ""
+
+
+def _answer_intro(a) -> str:
+    question = question_of(a.results.configs[0] if a.results.configs else {})
+    s = a.settings
+    asked = (f"Question: **{question.name}** (a = {question.a}, b = {question.b}): \"by how much\" compares the two "
+             f"per workload, even where another arm leads. ") if question else ""
+    return (asked + "Deploy: per point the simplest arm tied for first (spec off before speculation, the smaller k, "
+            "then the sweep's arm order); where the choice differs by load, per load and one setting for all (tied "
+            f"for first at the most points). Tied: the 95% interval of leader / arm reaches into ±{s.tie_band:.0%}. "
+            "Details, rules and every number below.")
+
+
+def answer_section(a) -> str:
+    if not len(a.answer):
+        return section("Answer", "No measured trials yet.")
+    draft = ["**Draft count**", *a.draft_lines] if a.draft_lines else []
+    return section("Answer", _answer_intro(a), md_table(a.answer), "\n".join(draft))
+
+
+def answer_text(a) -> str:
+    """The terminal's closing block: the same Answer table and draft-count lines as report.md."""
+    title = question_title(a)
+    lines = ["answer" + (f" — {title}" if title else "") + ":", md_table(a.answer)]
+    if a.draft_lines:
+        lines += ["draft count:", *(line.removeprefix("- ").replace("**", "") for line in a.draft_lines)]
+    return "\n".join(lines)
 
 
 def slo_section(a) -> str:

@@ -11,7 +11,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from runner.measurement.stats import MIN_REPEATS, TIE_BAND, Outcome, compare, interpolate_crossing
+from runner.measurement.decision import Candidate, DecisionKind, decide
+from runner.measurement.stats import MIN_REPEATS, TIE_BAND, interpolate_crossing
 from runner.report.arms import CONCURRENCY, POINT_FIELDS
 from runner.report.settings import SLO_COLUMNS
 from runner.schema import TrialStatus
@@ -31,7 +32,7 @@ def arm_point_figures(trials: pd.DataFrame, slo: dict[str, float]) -> pd.DataFra
     rows = []
     for key, group in ok.groupby([*POINT_FIELDS, "arm"], sort=False):
         row = {"workload": key[0], "workload_params_json": key[1], "concurrency": int(key[2]), "arm": key[3],
-               "arm_order": group.arm_order.iloc[0], "n": len(group),
+               "arm_order": group.arm_order.iloc[0], "k": int(group.k.iloc[0]), "n": len(group),
                "per_device_values": [float(v) for v in group[PER_DEVICE].dropna()],
                "per_device": float(group[PER_DEVICE].median())}
         meets = True
@@ -41,35 +42,36 @@ def arm_point_figures(trials: pd.DataFrame, slo: dict[str, float]) -> pd.DataFra
             meets = meets and bool(value <= limit)  # NaN (not measured) does not meet
         row["meets"] = meets
         rows.append(row)
-    columns = ["workload", "workload_params_json", "concurrency", "arm", "arm_order", "n", "per_device_values",
+    columns = ["workload", "workload_params_json", "concurrency", "arm", "arm_order", "k", "n", "per_device_values",
                "per_device", *slo, "meets"]
     return pd.DataFrame(rows, columns=columns)
 
 
 def slo_choices(figures: pd.DataFrame, *, tie_band: float = TIE_BAND, min_repeats: int = MIN_REPEATS,
                 seed: int = 0) -> pd.DataFrame:
-    """Per point: the arm with the most tok/s per device among those that meet the SLO, against the next one."""
+    """Per point: the decision (runner.measurement.decision) on tok/s per device among the arms that meet the SLO."""
     rows = []
     for key, group in figures.groupby(list(POINT_FIELDS), sort=False):
-        meeting = group[group.meets].sort_values(["per_device", "arm_order"], ascending=[False, True])
+        meeting = group[group.meets]
         row = {"workload": key[0], "workload_params_json": key[1], "concurrency": key[2],
                "meeting": f"{len(meeting)}/{len(group)}", "choice": None, "tok/s per device": np.nan,
                "next": None, "ratio": "–", "verdict": "no arm meets the SLO"}
         if len(meeting):
-            best = meeting.iloc[0]
-            row.update({"choice": best.arm, "tok/s per device": best.per_device})
-            second = meeting.iloc[1] if len(meeting) > 1 else None
-            result = compare(best.per_device_values, None if second is None else second.per_device_values,
-                             higher_is_better=True, tie_band=tie_band, min_repeats=min_repeats, seed=seed)
-            if second is not None:
-                row["next"] = second.arm
-                if result.ratio is not None:
-                    row["ratio"] = result.ratio.ratio_text()
-                elif best.per_device and second.per_device:
-                    row["ratio"] = f"{best.per_device / second.per_device:.2f}×"
-            row["verdict"] = {Outcome.WINNER: "best", Outcome.ONLY_ONE: "only arm within the SLO",
-                              Outcome.TIE: f"tie within noise with {row['next']}",
-                              Outcome.TOO_FEW: "not enough repeats"}[result.outcome]
+            decision = decide([Candidate(arm=r["arm"], values=tuple(r["per_device_values"]), k=int(r["k"]),
+                                         order=int(r["arm_order"])) for r in meeting.to_dict("records")],
+                              higher_is_better=True, tie_band=tie_band, min_repeats=min_repeats, seed=seed)
+            per_device = dict(zip(meeting.arm, meeting.per_device))
+            shown = decision.choice or decision.leader
+            row.update({"choice": decision.choice, "tok/s per device": per_device.get(shown, np.nan),
+                        "next": decision.runner_up})
+            if decision.margin is not None:
+                row["ratio"] = decision.margin.ratio_text()
+            elif decision.runner_up and per_device[decision.leader] and per_device[decision.runner_up]:
+                row["ratio"] = f"{per_device[decision.leader] / per_device[decision.runner_up]:.2f}×"
+            row["verdict"] = {
+                DecisionKind.WINNER: "best", DecisionKind.ONLY_ONE: "only arm within the SLO",
+                DecisionKind.TIE: f"tie within noise among {', '.join(decision.tied)}: the simplest taken",
+                DecisionKind.TOO_FEW: f"not enough repeats (ahead: {decision.leader})"}[decision.kind]
         rows.append(row)
     return pd.DataFrame(rows, columns=["workload", "workload_params_json", "concurrency", "meeting", "choice",
                                        "tok/s per device", "next", "ratio", "verdict"])

@@ -16,66 +16,59 @@ import math
 import numpy as np
 import pandas as pd
 
-from runner.measurement.stats import MIN_REPEATS, TIE_BAND, Outcome, beats, compare, ratio_interval
+from runner.measurement.decision import Candidate, DecisionKind, decide
+from runner.measurement.stats import MIN_REPEATS, TIE_BAND, ratio_interval
 from runner.report.arms import POINT_FIELDS, axis_short, point_axes, point_coords
 from runner.report.metrics import deciding_metric
 
-CAPACITY_OUTCOME = "neither: KV capacity limit"
-TIE_OUTCOME = Outcome.TIE.value
-TOO_FEW_OUTCOME = Outcome.TOO_FEW.value
-NO_RESULT_OUTCOME = "no result (all arms failed)"
-OUTCOME_COLUMNS = ["workload", "workload_params_json", "concurrency", "outcome", "leader", "runner_up", "margin",
-                   "margin_lo", "margin_hi", "vs_off", "vs_off_lo", "vs_off_hi", "off_arm", "arms", "n_min",
-                   "failed_arms"]
+CAPACITY_OUTCOME = DecisionKind.CAPACITY.value
+TIE_OUTCOME = DecisionKind.TIE.value
+TOO_FEW_OUTCOME = DecisionKind.TOO_FEW.value
+NO_RESULT_OUTCOME = DecisionKind.NO_RESULT.value
+OUTCOME_COLUMNS = ["workload", "workload_params_json", "concurrency", "outcome", "kind", "choice", "tied", "leader",
+                   "runner_up", "margin", "margin_lo", "margin_hi", "vs_off", "vs_off_lo", "vs_off_hi", "off_arm",
+                   "arms", "n_min", "failed_arms", "decision"]
 
 
-def _ranked(measured: pd.DataFrame, *, higher_is_better: bool) -> pd.DataFrame:
-    return measured.sort_values(["median", "arm_order"], ascending=[not higher_is_better, True])
+def candidates_of(group: pd.DataFrame) -> list[Candidate]:
+    """The arms measured at one point (rows of the point table) as the decision module's candidates."""
+    return [Candidate(arm=r.get("arm", f"k={int(r['k'])}"), values=tuple(r["values"]), k=int(r["k"]),
+                      order=int(r.get("arm_order", 0))) for r in group.to_dict("records") if r["n"] > 0]
 
 
 def point_outcomes(points: pd.DataFrame, *, walled: set[tuple], tie_band: float = TIE_BAND,
                    min_repeats: int = MIN_REPEATS, seed: int = 0) -> pd.DataFrame:
-    """One row per workload point: the outcome, the arm ahead on the numbers, the runner-up, the ratio and its
-    interval (> 1: the leader is better), and the leader against spec off."""
+    """One row per workload point: its Decision (runner.measurement.decision) and the figures shown with it —
+    the leader against the runner-up (> 1: the leader is better) and the choice against spec off."""
     rows = []
     for key, group in points.groupby(list(POINT_FIELDS), sort=False):
         metric = deciding_metric(key[0])
         measured = group[group.n > 0]
-        ranked = _ranked(measured, higher_is_better=metric.higher_is_better)
+        decision = decide(candidates_of(group), higher_is_better=metric.higher_is_better, tie_band=tie_band,
+                          min_repeats=min_repeats, seed=seed, walled=key in walled)
         row = {"workload": key[0], "workload_params_json": key[1], "concurrency": key[2],
-               "arms": len(measured), "n_min": int(measured.n.min()) if len(measured) else 0,
-               "leader": None, "runner_up": None, "margin": np.nan, "margin_lo": np.nan, "margin_hi": np.nan,
-               "vs_off": np.nan, "vs_off_lo": np.nan, "vs_off_hi": np.nan, "off_arm": None,
-               "failed_arms": ", ".join(group[(group.n == 0) & (group.n_failed > 0)].arm)}
-        if not len(ranked):
-            row["outcome"] = NO_RESULT_OUTCOME
-            rows.append(row)
-            continue
-        leader = ranked.iloc[0]
-        second = ranked.iloc[1] if len(ranked) > 1 else None
-        row["leader"] = leader.arm
-        result = compare(leader["values"], None if second is None else second["values"],
-                         higher_is_better=metric.higher_is_better, tie_band=tie_band, min_repeats=min_repeats,
-                         seed=seed)
-        if second is not None:
-            row["runner_up"] = second.arm
-            row["margin"] = _point_ratio(leader["median"], second["median"], metric.higher_is_better)
-            if result.ratio is not None:
-                row["margin_lo"], row["margin_hi"] = result.ratio.lo, result.ratio.hi
+               "outcome": decision.label, "kind": decision.kind.value, "choice": decision.choice,
+               "tied": list(decision.tied), "leader": decision.leader, "runner_up": decision.runner_up,
+               "arms": len(measured), "n_min": decision.n_min, "margin": np.nan, "margin_lo": np.nan,
+               "margin_hi": np.nan, "vs_off": np.nan, "vs_off_lo": np.nan, "vs_off_hi": np.nan, "off_arm": None,
+               "failed_arms": ", ".join(group[(group.n == 0) & (group.n_failed > 0)].arm), "decision": decision}
+        by_arm = {r["arm"]: r for r in measured.to_dict("records")}
+        if decision.runner_up is not None:
+            row["margin"] = _point_ratio(by_arm[decision.leader]["median"], by_arm[decision.runner_up]["median"],
+                                         metric.higher_is_better)
+            if decision.margin is not None:
+                row["margin_lo"], row["margin_hi"] = decision.margin.lo, decision.margin.hi
+        shown = decision.choice or decision.leader
         off = measured[measured.k == 0].sort_values("arm_order")
-        if len(off) and leader.k != 0:
-            row["off_arm"] = off.iloc[0].arm
-            row["vs_off"] = _point_ratio(leader["median"], off.iloc[0]["median"], metric.higher_is_better)
-            vs_off = ratio_interval(leader["values"], off.iloc[0]["values"], higher_is_better=metric.higher_is_better,
-                                    seed=seed) if min(leader.n, off.iloc[0].n) >= 2 else None
-            if vs_off is not None:
-                row["vs_off_lo"], row["vs_off_hi"] = vs_off.lo, vs_off.hi
-        if key in walled:
-            row["outcome"] = CAPACITY_OUTCOME
-        elif result.outcome in (Outcome.WINNER, Outcome.ONLY_ONE):
-            row["outcome"] = leader.arm
-        else:
-            row["outcome"] = result.outcome.value
+        if shown is not None and len(off) and by_arm[shown]["k"] != 0:
+            off_row = off.iloc[0]
+            row["off_arm"] = off_row.arm
+            row["vs_off"] = _point_ratio(by_arm[shown]["median"], off_row["median"], metric.higher_is_better)
+            if min(by_arm[shown]["n"], off_row.n) >= 2:
+                vs_off = ratio_interval(by_arm[shown]["values"], off_row["values"],
+                                        higher_is_better=metric.higher_is_better, seed=seed)
+                if vs_off is not None:
+                    row["vs_off_lo"], row["vs_off_hi"] = vs_off.lo, vs_off.hi
         rows.append(row)
     return pd.DataFrame(rows, columns=OUTCOME_COLUMNS)
 
@@ -133,8 +126,8 @@ def interval_range(los, his) -> str:
     return f"{min(los):.2f}–{max(his):.2f}×" if los and his else "–"
 
 
-def _by_how_much(outcome: str, mine: pd.DataFrame, capacity: pd.DataFrame) -> str:
-    if outcome == CAPACITY_OUTCOME:
+def _by_how_much(kind: str, mine: pd.DataFrame, capacity: pd.DataFrame) -> str:
+    if kind == CAPACITY_OUTCOME:
         share = capacity.merge(mine[list(POINT_FIELDS)], on=list(POINT_FIELDS)).demand_share
         if not len(share):
             return "see capacity flags"
@@ -143,9 +136,9 @@ def _by_how_much(outcome: str, mine: pd.DataFrame, capacity: pd.DataFrame) -> st
     if mine.leader.isna().all():
         return "–"
     pairs = ", ".join(dict.fromkeys(f"{a} / {b}" for a, b in zip(mine.leader, mine.runner_up) if b))
-    if outcome == TIE_OUTCOME:
+    if kind == TIE_OUTCOME:
         return f"{ratio_range(mine.margin)} ({pairs})"
-    if outcome == TOO_FEW_OUTCOME:
+    if kind == TOO_FEW_OUTCOME:
         if not pairs:
             return "ahead: " + ", ".join(dict.fromkeys(mine.leader))
         return f"ahead on the numbers: {pairs} {ratio_range(mine.margin)}"
@@ -154,28 +147,42 @@ def _by_how_much(outcome: str, mine: pd.DataFrame, capacity: pd.DataFrame) -> st
     return "only arm measured"
 
 
+def _outcome_text(kind: str, mine: pd.DataFrame) -> str:
+    if kind == DecisionKind.WINNER:
+        return "wins beyond noise"
+    if kind == TIE_OUTCOME:
+        tied = dict.fromkeys(a for t in mine.tied for a in t)
+        return f"tie within noise among {', '.join(tied)}: the simplest taken"
+    return kind
+
+
+VERDICT_COLUMNS = ["workload", "choice", "outcome", "by how much", "95% interval", "over", "points", "notes"]
+
+
 def verdict_table(outcomes: pd.DataFrame, trials: pd.DataFrame, *, capacity: pd.DataFrame,
                   divergence: pd.DataFrame, min_repeats: int = MIN_REPEATS) -> pd.DataFrame:
-    """Per workload, one row per outcome: the winner, by how much with its 95 % interval, over which range, and
-    what to distrust."""
+    """Per workload, one row per (choice, outcome): the arm to run, whether it won or was the simplest of a tie,
+    by how much with its 95 % interval, over which range, and what to distrust."""
     rows = []
     for workload, group in outcomes.groupby("workload", sort=False):
         axes = point_axes(trials[trials.workload == workload])
         coords = [point_coords(r) for r in group.to_dict("records")]
-        for outcome in dict.fromkeys(group.outcome):
-            mine = group[group.outcome == outcome]
-            by = _by_how_much(outcome, mine, capacity)
-            interval = "–" if outcome == CAPACITY_OUTCOME else interval_range(mine.margin_lo, mine.margin_hi)
+        keys = list(zip(group.choice.fillna("–"), group.kind))
+        for choice, kind in dict.fromkeys(keys):
+            mine = group[[k == (choice, kind) for k in keys]]
+            by = _by_how_much(kind, mine, capacity)
+            interval = "–" if kind == CAPACITY_OUTCOME else interval_range(mine.margin_lo, mine.margin_hi)
             off_differs = mine.vs_off.notna() & (mine.runner_up != mine.off_arm)
-            if outcome != CAPACITY_OUTCOME and off_differs.any():
-                # The leader's gain over spec off, when off is not already the runner-up.
+            if kind != CAPACITY_OUTCOME and off_differs.any():
+                # The choice's gain over spec off, when off is not already the runner-up.
                 off_arms = ", ".join(dict.fromkeys(mine.off_arm[off_differs]))
                 off_interval = interval_range(mine.vs_off_lo[off_differs], mine.vs_off_hi[off_differs])
                 off_interval = "" if off_interval == "–" else f" [{off_interval}]"
-                by += f" ({ratio_range(mine.vs_off[off_differs])}{off_interval} over {off_arms})"
+                subject = choice if choice != "–" else "leader"
+                by += f" ({subject}: {ratio_range(mine.vs_off[off_differs])}{off_interval} over {off_arms})"
             notes = []
             if 0 < mine.n_min.min() < min_repeats:
-                notes.append(f"{int(mine.n_min.min())} repeat(s): below {min_repeats}, no winner "
+                notes.append(f"{int(mine.n_min.min())} repeat(s): below {min_repeats}, no choice "
                              f"(fix: sweep.repeats={min_repeats})")
             if len(divergence):
                 diverged = divergence.merge(mine[list(POINT_FIELDS)], on=list(POINT_FIELDS))
@@ -185,19 +192,19 @@ def verdict_table(outcomes: pd.DataFrame, trials: pd.DataFrame, *, capacity: pd.
             failed = ", ".join(sorted({a for f in mine.failed_arms for a in f.split(", ") if a}))
             if failed:
                 notes.append(f"failed: {failed}")
-            rows.append({"workload": workload, "winner": outcome, "by how much": by, "95% interval": interval,
+            rows.append({"workload": workload, "choice": choice, "outcome": _outcome_text(kind, mine),
+                         "by how much": by, "95% interval": interval,
                          "over": describe_range([point_coords(r) for r in mine.to_dict("records")], coords, axes),
                          "points": f"{len(mine)}/{len(group)}", "notes": "; ".join(notes)})
-    return pd.DataFrame(rows, columns=["workload", "winner", "by how much", "95% interval", "over", "points",
-                                       "notes"])
+    return pd.DataFrame(rows, columns=VERDICT_COLUMNS)
 
 
 def crossovers(outcomes: pd.DataFrame, trials: pd.DataFrame) -> pd.DataFrame:
-    """Adjacent points along one axis (the others fixed) where the outcome changes."""
+    """Adjacent points along one axis (the others fixed) where the choice (or the kind of non-answer) changes."""
     rows = []
     for workload, group in outcomes.groupby("workload", sort=False):
         axes = point_axes(trials[trials.workload == workload])
-        records = [{**point_coords(r), "_outcome": r["outcome"]} for r in group.to_dict("records")]
+        records = [{**point_coords(r), "_outcome": r["choice"] if isinstance(r["choice"], str) else r["kind"]} for r in group.to_dict("records")]
         for axis in axes:
             others = [a for a in axes if a != axis]
             lines: dict[tuple, list[dict]] = {}
@@ -220,25 +227,17 @@ def _k_label(k) -> str:
 
 def choose_k(candidates: pd.DataFrame, *, higher_is_better: bool, tie_band: float = TIE_BAND,
              min_repeats: int = MIN_REPEATS, seed: int = 0) -> dict:
-    """The best draft count among one family's arms at one point (`k`, `values`, `median`, `n` per arm).
-
-    The arm with the best median leads; every arm whose ratio interval against the leader does not lie wholly
-    outside the tie band ties with it, and the smallest tied k is chosen (fewer drafts cost less memory and
-    waste less when they miss). Below min_repeats repeats in any candidate there is no choice (best_k None);
-    `leader_k` still names the k ahead on the numbers.
-    """
-    measured = candidates[candidates.n > 0]
-    if not len(measured):
+    """The best draft count among one family's arms at one point (`arm`, `k`, `values`, `n`, `arm_order` per arm):
+    the decision module's choice among them, so the smallest k tied with the leader (fewer drafts cost less
+    memory and waste less when they miss). Below min_repeats repeats there is no choice (best_k None);
+    `leader_k` still names the k ahead on the numbers."""
+    decision = decide(candidates_of(candidates), higher_is_better=higher_is_better, tie_band=tie_band,
+                      min_repeats=min_repeats, seed=seed)
+    k_of = {c.arm: c.k for c in candidates_of(candidates)}
+    if decision.leader is None:
         return {"best_k": None, "leader_k": None, "tied": [], "n_min": 0}
-    ranked = measured.sort_values(["median", "k"], ascending=[not higher_is_better, True])
-    leader = ranked.iloc[0]
-    n_min = int(measured.n.min())
-    tied = [int(leader.k)] + [int(r.k) for r in ranked.iloc[1:].itertuples()
-                              if not beats(ratio_interval(leader["values"], r.values,
-                                                          higher_is_better=higher_is_better, seed=seed),
-                                           tie_band=tie_band)]
-    best = min(tied) if n_min >= min_repeats else None
-    return {"best_k": best, "leader_k": int(leader.k), "tied": sorted(tied), "n_min": n_min}
+    return {"best_k": None if decision.choice is None else k_of[decision.choice], "leader_k": k_of[decision.leader],
+            "tied": sorted(k_of[a] for a in decision.tied), "n_min": decision.n_min}
 
 
 def draft_count_choices(points: pd.DataFrame, *, tie_band: float = TIE_BAND, min_repeats: int = MIN_REPEATS,
@@ -264,16 +263,20 @@ def draft_count_choices(points: pd.DataFrame, *, tie_band: float = TIE_BAND, min
                                        "best_k", "leader_k", "tied", "n_min", "k_values", "scores"])
 
 
-SINGLE_K_RULE = ("the k chosen (best, or smallest of those tied with the best) at the most measured points; "
-                 "equal counts go to the smaller k")
+SINGLE_K_RULE = ("when one k must serve every load: the k tied for first at the most measured points (as the "
+                 "recommendation's one setting for all); equal counts go to the smaller k")
 
 
 def single_k(group: pd.DataFrame):
     """One k for every load level of a family (see SINGLE_K_RULE); None when no point has a choice."""
-    chosen = [int(k) for k in group.best_k if k is not None and not pd.isna(k)]
-    if not chosen:
+    counts: dict[int, int] = {}
+    for best, tied in zip(group.best_k, group.tied):
+        if best is None or pd.isna(best):
+            continue
+        for k in tied:
+            counts[int(k)] = counts.get(int(k), 0) + 1
+    if not counts:
         return None
-    counts = {k: chosen.count(k) for k in set(chosen)}
     return min(counts, key=lambda k: (-counts[k], k))
 
 
@@ -307,6 +310,8 @@ def draft_count_summary(choices: pd.DataFrame, trials: pd.DataFrame, *,
         k_values = sorted({k for ks in group.k_values for k in ks})
         if len([k for k in k_values if k > 0]) < 2:
             notes.append(f"only k={', '.join(map(str, k_values))} measured")
+        if 0 not in k_values:
+            notes.append("no spec-off arm with these settings: k is not compared with off here")
         one = single_k(group)
         rows.append({"workload": workload, "method": method + (f" ({family})" if family else ""),
                      "k tried": ", ".join(_k_label(k) for k in k_values), "best k": "; ".join(parts),

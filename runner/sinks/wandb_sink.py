@@ -204,6 +204,13 @@ def _export_sweep(wandb, target: WandbTarget, *, run_dir: Path, group: str, swee
                             "trials_failed": sum(t["status"] != TrialStatus.OK for t in trials),
                             "engines_ok": sum(e["status"] == EngineStatus.OK for e in engines),
                             "engines_failed": sum(e["status"] != EngineStatus.OK for e in engines)})
+        answer = _read_answer(run_dir)
+        if answer:
+            rows = answer["answer"]
+            run.log({"answer": wandb.Table(columns=list(rows[0]), data=[list(r.values()) for r in rows])})
+            run.summary.update({f"answer/{r['workload']}": r["deploy"] for r in rows})
+            if answer.get("draft_count"):
+                run.summary["answer/draft_count"] = "\n".join(answer["draft_count"])
         for name, rows in (("engines", engines), ("trials", trials)):
             if rows:
                 columns = [c for c in rows[0] if _scalar(_clean(rows[0][c])) or rows[0][c] is None]
@@ -221,6 +228,16 @@ def _export_sweep(wandb, target: WandbTarget, *, run_dir: Path, group: str, swee
         run.log_artifact(artifact)
     finally:
         run.finish()
+
+
+def _read_answer(run_dir: Path) -> dict | None:
+    """The report's Answer (answer.json, written before the export when the sweep completes); None without one."""
+    path = run_dir / "answer.json"
+    try:
+        answer = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return answer if answer.get("answer") else None
 
 
 def export_run(*, run_dir: Path, target: WandbTarget = WandbTarget(), echo: bool = True) -> ExportResult:

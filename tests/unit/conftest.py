@@ -27,6 +27,7 @@ def once_per_process_probes():
     - system probes that libraries make once per process when first imported: the stdlib's
       platform.uname().processor runs `uname -p` (vLLM's platform detection reads it), py-cpuinfo runs
       `file -b <python>` (platform.architecture()) at import (vLLM's usage stats import it);
+    - matplotlib builds its font cache on first use in a process without one (it runs fc-list);
     - make_plan checks engine arguments against the installed vLLM's rules, cached on disk per vLLM version; on a
       cold cache they are extracted once in a subprocess (runner/plan/engine_args.py)."""
     import platform
@@ -39,6 +40,9 @@ def once_per_process_probes():
     except ImportError:
         pass
     load_spec()
+    from runner.report.plots import font_cache
+
+    font_cache()
 
 
 @pytest.hookimpl(wrapper=True)

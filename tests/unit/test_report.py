@@ -40,7 +40,8 @@ def test_choose_k_within_noise_is_a_tie_and_the_smaller_k_wins():
     candidates["median"] = [float(np.median(v)) for v in candidates["values"]]
     assert choose_k(candidates, higher_is_better=True) == {"best_k": 1, "leader_k": 2, "tied": [1, 2], "n_min": 3}
     lower = pd.DataFrame({"k": [0, 2], "n": [3, 1], "values": [[1.0, 1.0, 1.1], [0.5]], "median": [1.0, 0.5]})
-    assert choose_k(lower, higher_is_better=False) == {"best_k": None, "leader_k": 2, "tied": [2], "n_min": 1}
+    # One repeat of k=2 gives no interval: it cannot be told apart from k=0, and too few repeats choose nothing.
+    assert choose_k(lower, higher_is_better=False) == {"best_k": None, "leader_k": 2, "tied": [0, 2], "n_min": 1}
 
 
 def test_tie_between_k1_and_k2_picks_k1(analysis):
@@ -58,13 +59,15 @@ def test_verdict_tie_and_crossover(analysis):
     assert _outcome(analysis, "decode", 1) == TIE_OUTCOME
     assert _outcome(analysis, "decode", 16) == "off"
     cross = analysis.crossovers[analysis.crossovers.workload == "decode"]
-    assert cross[["axis", "between", "from", "to"]].values.tolist() == [["c", "4 → 16", TIE_OUTCOME, "off"]]
-    verdict = analysis.verdict[analysis.verdict.workload == "decode"].set_index("winner")
+    # The tie's choice is its simplest arm (mtp:1 before mtp:2), and that is what flips at c=16.
+    assert cross[["axis", "between", "from", "to"]].values.tolist() == [["c", "4 → 16", "mtp:1", "off"]]
+    verdict = analysis.verdict[analysis.verdict.workload == "decode"].set_index("choice")
     assert verdict.loc["off", "over"] == "c=16"
     assert verdict.loc["off", "by how much"].startswith("1.25× over mtp:1")
     lo, hi = map(float, verdict.loc["off", "95% interval"].rstrip("×").split("–"))
     assert 1.02 < lo <= 1.25 <= hi  # off [49, 50, 51] against mtp:1 [39, 40, 41]
-    assert verdict.loc[TIE_OUTCOME, "over"] == "c=1, 4"
+    assert verdict.loc["mtp:1", "over"] == "c=1, 4"
+    assert verdict.loc["mtp:1", "outcome"].startswith(TIE_OUTCOME) and "mtp:1, mtp:2" in verdict.loc["mtp:1", "outcome"]
     assert "failed: mtp:3" in verdict.loc["off", "notes"]
 
 
@@ -78,9 +81,9 @@ def test_capacity_wall_is_flagged_not_read_as_a_win(analysis):
     # One repeat: off leads by 7.5× on the numbers, but no winner is named.
     assert _outcome(analysis, "multi_turn", 8, context_len=4096) == TOO_FEW_OUTCOME
     row = analysis.verdict[(analysis.verdict.workload == "multi_turn")
-                           & (analysis.verdict.winner == TOO_FEW_OUTCOME)].iloc[0]
+                           & (analysis.verdict.outcome == TOO_FEW_OUTCOME)].iloc[0]
     assert "off / mtp:1 7.50×" in row["by how much"]  # turn-1 TTFT 1.5 s vs 0.2 s decides, not the trial's 1.0 s
-    assert "1 repeat(s): below 3, no winner (fix: sweep.repeats=3)" in row.notes
+    assert "1 repeat(s): below 3, no choice (fix: sweep.repeats=3)" in row.notes
 
 
 def test_divergence_is_found_per_request(analysis):
@@ -89,7 +92,8 @@ def test_divergence_is_found_per_request(analysis):
     row = d.iloc[0]
     assert (row.workload, row.concurrency, row["repeat"], row.arm, row.reference) == ("decode", 4, 0, "mtp:2", "off")
     assert (row.requests_differing, row.requests_compared) == (1, 4)
-    tie = analysis.verdict[(analysis.verdict.workload == "decode") & (analysis.verdict.winner == TIE_OUTCOME)]
+    tie = analysis.verdict[(analysis.verdict.workload == "decode")
+                           & analysis.verdict.outcome.str.startswith(TIE_OUTCOME)]
     assert "outputs differ: mtp:2 vs off" in tie.iloc[0].notes
 
 
@@ -129,7 +133,8 @@ def test_fixed_task_runs_count_as_repeats(tmp_path):
     points = a.points.set_index("arm")
     assert points.loc["off", "n"] == 3 and points.loc["off", "median"] == pytest.approx(1 / 0.0130)
     row = a.verdict.iloc[0]
-    assert row.winner == "mtp:2" and row["by how much"].startswith("1.94× over off") and row.notes == ""
+    assert row.choice == "mtp:2" and row.outcome == "wins beyond noise"
+    assert row["by how much"].startswith("1.94× over off") and row.notes == ""
     assert row["95% interval"] != "–"
     assert a.draft_summary.iloc[0]["best k"].startswith("k=2") and a.draft_summary.iloc[0].repeats == 3
 
@@ -142,5 +147,5 @@ def test_two_folders_are_compared_with_the_folder_in_the_arm(tmp_path):
         s.write(tmp_path / name)
     a = analyse(load_results([tmp_path / "run_a", tmp_path / "run_b"]))
     assert set(a.points.arm) == {"off @run_a", "off @run_b"}
-    assert a.verdict.iloc[0].winner == TOO_FEW_OUTCOME  # one repeat each: the ratio is shown, no winner
+    assert a.verdict.iloc[0].outcome == TOO_FEW_OUTCOME  # one repeat each: the ratio is shown, no winner
     assert a.verdict.iloc[0]["by how much"] == "ahead on the numbers: off @run_b / off @run_a 1.30×"

@@ -30,7 +30,7 @@ def _two_arms(tmp_path, off: list[float], mtp: list[float], *, name: str = "two"
 def test_a_one_and_a_half_percent_difference_with_spread_is_a_tie(tmp_path):
     a = _two_arms(tmp_path, off=[100, 104, 96], mtp=[101.5, 105, 97])
     row = a.verdict.iloc[0]
-    assert row.winner == TIE_OUTCOME
+    assert row.outcome.startswith(TIE_OUTCOME) and row.choice == "off"  # the simplest of the tied arms
     assert row["by how much"].startswith("1.01×") or row["by how much"].startswith("1.02×")
     lo, hi = map(float, row["95% interval"].rstrip("×").split("–"))
     assert lo < 1.02 and hi > 1.0  # the interval is shown and reaches into the tie band
@@ -39,7 +39,7 @@ def test_a_one_and_a_half_percent_difference_with_spread_is_a_tie(tmp_path):
 def test_a_ten_percent_win_with_tight_spread_names_the_winner_with_its_interval(tmp_path):
     a = _two_arms(tmp_path, off=[100, 100.5, 99.5], mtp=[110, 110.5, 109.5])
     row = a.verdict.iloc[0]
-    assert row.winner == "mtp:2" and row["by how much"].startswith("1.10× over off")
+    assert row.choice == "mtp:2" and row["by how much"].startswith("1.10× over off")
     lo, hi = map(float, row["95% interval"].rstrip("×").split("–"))
     assert 1.02 < lo <= 1.10 <= hi < 1.15
     assert a.recommendation["workloads"]["decode"]["choice"] == "mtp:2"
@@ -48,7 +48,7 @@ def test_a_ten_percent_win_with_tight_spread_names_the_winner_with_its_interval(
 def test_fewer_than_three_repeats_names_no_winner(tmp_path):
     a = _two_arms(tmp_path, off=[100, 100.5], mtp=[150, 151])
     row = a.verdict.iloc[0]
-    assert row.winner == TOO_FEW_OUTCOME and "mtp:2 / off 1.50×" in row["by how much"]
+    assert row.outcome == TOO_FEW_OUTCOME and "mtp:2 / off 1.50×" in row["by how much"]
     assert "sweep.repeats=3" in row.notes
     assert a.draft_summary.iloc[0]["best k"].startswith("no choice (not enough repeats)")
     assert a.recommendation["workloads"]["decode"]["choice"] is None

@@ -40,15 +40,16 @@ class Engine(Protocol):
     first_token_id: int
 
     async def stream(self, *, prompt_token_ids: list[int], max_tokens: int, session: int = 0, turn: int = 0,
-                     phase: str = "measured", ignore_eos: bool = True, seed: int = 0) -> RequestResult: ...
+                     phase: str = "measured", ignore_eos: bool = True, seed: int = 0, temperature: float = 0.0,
+                     top_p: float = 1.0) -> RequestResult: ...
 
     async def reset_prefix_cache(self) -> None: ...
 
     def encode_text(self, text: str) -> list[int]: ...
 
     async def generate_batch(self, *, prompts: list[list[int]], max_tokens: int, sessions: list[int],
-                             phase: str = "measured", ignore_eos: bool = True,
-                             seed: int = 0) -> list[RequestResult]: ...
+                             phase: str = "measured", ignore_eos: bool = True, seed: int = 0,
+                             temperature: float = 0.0, top_p: float = 1.0) -> list[RequestResult]: ...
 
 
 @dataclass(kw_only=True)
@@ -59,6 +60,9 @@ class WorkloadParams:
     # Where prompt tokens come from (see runner.measurement.prompts): synthetic | corpus | jsonl.
     prompt_source: str = "synthetic"
     prompt_file: Optional[str] = None
+    # Sampling (runner.measurement.sampling): 0 = greedy, the only setting under which arms' outputs compare.
+    temperature: float = 0.0
+    top_p: float = 1.0
     # Integer fields that may be 0 (all others must be ≥ 1).
     zero_allowed: ClassVar[tuple[str, ...]] = ("seed",)
 
@@ -76,6 +80,10 @@ class WorkloadParams:
                     errors.append(f"{f.name}={value} must be ≥ 0")
                 elif f.name not in self.zero_allowed and value < 1:
                     errors.append(f"{f.name}={value} must be ≥ 1")
+        if not (isinstance(self.temperature, (int, float)) and 0 <= self.temperature <= 10):
+            errors.append(f"temperature={self.temperature!r} must be a number in [0, 10] (0: greedy)")
+        if not (isinstance(self.top_p, (int, float)) and 0 < self.top_p <= 1):
+            errors.append(f"top_p={self.top_p!r} must be in (0, 1]")
         from runner.measurement.prompts import check_prompt_source
 
         errors.extend(check_prompt_source(source=self.prompt_source, prompt_file=self.prompt_file))
