@@ -1,6 +1,8 @@
 """`python -m runner`: config → validated plan → engines on actors → Parquet (+ W&B) → report."""
 from __future__ import annotations
 
+import dataclasses
+
 import os
 import signal
 import sys
@@ -14,6 +16,7 @@ from runner.config.schema import ClusterSection, ConfigError, EngineSection, Exe
 from runner.config.store import CONF_DIR, run_job, typed
 from runner.measurement.records import RunKeys
 from runner.plan.grid import Plan, PlanError, build_plan
+from runner.plan.question import question_problems
 from runner.plan.validate import capacity_warnings, engine_arg_spec, validate
 from runner.report.settings import ReportSettingsError, parse_settings as parse_report_settings
 from runner.schema import TrialStatus
@@ -24,6 +27,9 @@ def make_plan(config: RunConfig, *, check_engine_args: bool = True, warn=None) -
     `warn` (default: stderr) before anything starts."""
     validate(config, known_engine_args=engine_arg_spec() if check_engine_args else None)
     plan = build_plan(config)
+    problems = question_problems(config.sweep.question, [dataclasses.asdict(e.settings) for e in plan.engines])
+    if problems:
+        raise ConfigError("; ".join(problems))
     for line in capacity_warnings(plan, model=config.model, engine=config.engine) + race_warnings(config.sweep):
         (warn or (lambda text: print(text, file=sys.stderr)))(line)
     return plan

@@ -17,6 +17,22 @@ def _slo(text: str) -> tuple[str, float]:
         raise argparse.ArgumentTypeError(f"--slo {text!r}: {value!r} is not a number of ms") from None
 
 
+def _selector(text: str) -> dict:
+    """`spec_method=mtp,enable_prefix_caching=false` → the engine axes a question's side names."""
+    import yaml
+
+    axes = {}
+    for part in filter(None, text.split(",")):
+        name, sep, value = part.partition("=")
+        if not sep:
+            raise argparse.ArgumentTypeError(f"--question side {text!r}: expected AXIS=VALUE[,AXIS=VALUE], e.g. "
+                                             f"spec_method=mtp,enable_prefix_caching=false")
+        axes[name.strip()] = yaml.safe_load(value)
+    if axes.get("spec_method") is False:  # YAML reads a bare off as false
+        axes["spec_method"] = "off"
+    return axes
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m runner.report",
@@ -33,6 +49,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                              "tpot_p50_ms, tpot_p99_ms, e2e_p99_ms")
     parser.add_argument("--gpu-hour-usd", type=float, default=None, help="price of one device-hour, for cost")
     parser.add_argument("--seed", type=int, default=None, help="bootstrap seed (default: report.seed, else 0)")
+    parser.add_argument("--question", nargs=2, type=_selector, default=None, metavar=("A", "B"),
+                        help="the comparison the Answer table states (replaces sweep.question), each side as engine "
+                             "axes: --question spec_method=mtp,enable_prefix_caching=false "
+                             "spec_method=off,enable_prefix_caching=true")
+    parser.add_argument("--question-name", default=None, help="the question's title in the report")
     parser.add_argument("--quiet", action="store_true", help="write the files without printing the tables")
     return parser.parse_args(argv)
 
@@ -45,8 +66,11 @@ def main(argv: list[str] | None = None) -> int:
 
     overrides = {"tie_band": args.tie_band, "slo": dict(args.slo) if args.slo else None,
                  "gpu_hour_usd": args.gpu_hour_usd, "seed": args.seed}
+    question = None if args.question is None else {"a": args.question[0], "b": args.question[1],
+                                                   "name": args.question_name}
     try:
         write_report(run_dirs=args.folders, out_dir=args.out, echo=not args.quiet, overrides=overrides,
+                     question=question,
                      bandwidth=args.bandwidth_tbs * 1e12 if args.bandwidth_tbs else None)
     except (FileNotFoundError, ReportSettingsError, UnknownWorkload) as exc:
         print(f"error: {exc}", file=sys.stderr)

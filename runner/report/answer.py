@@ -13,13 +13,13 @@ from typing import Any, Optional
 import pandas as pd
 
 from runner.measurement.decision import Candidate, DecisionKind, decide
+from runner.plan.question import matches
 from runner.report.arms import POINT_FIELDS, point_axes, point_coords
 from runner.report.metrics import deciding_metric
+from runner.report.verdict import crossovers as crossings_of
 from runner.report.verdict import describe_range, interval_range, ratio_range
 
 ANSWER_COLUMNS = ["workload", "deploy", "by how much", "flips", "how sure", "caveats"]
-SELECTOR_AXES = ("spec_method", "num_speculative_tokens", "enable_prefix_caching", "gpu_memory_utilization",
-                 "max_model_len")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -34,30 +34,24 @@ def question_of(config: dict) -> Optional[Question]:
     raw = ((config or {}).get("sweep") or {}).get("question")
     if not raw:
         return None
-    a = {k: v for k, v in dict(raw.get("a") or {}).items() if v is not None}
-    b = {k: v for k, v in dict(raw.get("b") or {}).items() if v is not None}
+    a, b = (_selector_of(raw.get(side)) for side in ("a", "b"))
     return Question(name=raw.get("name") or "a or b?", a=a, b=b)
 
 
-def _matches(engine: dict, selector: dict[str, Any]) -> bool:
-    for axis, wanted in selector.items():
-        have = engine.get(axis)
-        if axis == "spec_method":
-            have, wanted = str(have or "off"), "off" if wanted in (False, None) else str(wanted)
-        elif axis == "num_speculative_tokens" and str(engine.get("spec_method") or "off") == "off":
-            continue
-        elif axis == "enable_prefix_caching":
-            have, wanted = bool(have), bool(wanted)
-        elif isinstance(wanted, (int, float)) and have is not None and not pd.isna(have):
-            have, wanted = float(have), float(wanted)
-        if have != wanted:
-            return False
-    return True
+def _selector_of(raw) -> dict[str, Any]:
+    axes = {k: v for k, v in dict(raw or {}).items() if v is not None}
+    if axes.get("spec_method") is False:  # YAML reads a bare off as false
+        axes["spec_method"] = "off"
+    return axes
+
+
+def selector_text(selector: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in selector.items())
 
 
 def side_arms(engines: pd.DataFrame, selector: dict[str, Any]) -> list[str]:
     """The arms whose engine settings match every axis a question's side names."""
-    return list(dict.fromkeys(e["arm"] for e in engines.to_dict("records") if _matches(e, selector)))
+    return list(dict.fromkeys(e["arm"] for e in engines.to_dict("records") if matches(e, selector)))
 
 
 def _side_label(arms: list[str]) -> str:
@@ -121,13 +115,22 @@ def _question_text(q: pd.DataFrame, labels: dict[str, str], trials: pd.DataFrame
     return "; ".join(parts)
 
 
+def _third_arm_text(entry: dict, q: pd.DataFrame, mine: pd.DataFrame) -> str:
+    """Where the arm to deploy is neither side of the question, what it leads by (the question stays stated)."""
+    sides = set(q.a_arm.dropna()) | set(q.b_arm.dropna()) if "a_arm" in q else set()
+    choice = entry.get("choice")
+    if not choice or choice in sides:
+        return ""
+    return f" — deployed arm {choice}: {_margin_text(mine[mine.choice == choice]) if (mine.choice == choice).any() else 'tied for first at the most points'}"
+
+
 def _deploy_text(entry: dict) -> str:
     per_load = entry.get("choice_per_load") or []
     choice = entry.get("choice")
     if len(per_load) == 1:
         arm = per_load[0]["arm"]
         return arm if arm == choice else f"no choice: {arm.removeprefix('no choice ')}"
-    loads = "; ".join(f"{p['arm']} at {', '.join(p['points'])}" for p in per_load)
+    loads = "; ".join(f"{p['arm']} at {p['where']}" for p in per_load)
     return loads + (f" — one setting for all: {choice}" if choice else "")
 
 
@@ -197,10 +200,18 @@ def answer_table(*, outcomes: pd.DataFrame, points: pd.DataFrame, engines: pd.Da
     for workload, mine in outcomes.groupby("workload", sort=False):
         entry = recommendation["workloads"].get(workload, {})
         q = q_all[q_all.workload == workload] if q_all is not None and len(q_all) else None
-        by = _question_text(q, labels, trials, workload) if q is not None and len(q) else _margin_text(mine)
+        by = _margin_text(mine)
+        if q is not None and len(q):
+            by = _question_text(q, labels, trials, workload) + _third_arm_text(entry, q, mine)
+        flips = _flips_text(crossovers[crossovers.workload == workload]) if len(crossovers) else "–"
+        if q is not None and len(q):
+            sided = q.assign(choice=[labels.get(s) if k == DecisionKind.WINNER else None
+                                     for s, k in zip(q.side, q.kind)])
+            asked = _flips_text(crossings_of(sided, trials))
+            if asked != "–":
+                flips = f"question: {asked}" + ("" if flips == "–" else f"; deploy: {flips}")
         rows.append({"workload": f"{workload} ({deciding_metric(workload).label})", "deploy": _deploy_text(entry),
-                     "by how much": by,
-                     "flips": _flips_text(crossovers[crossovers.workload == workload]) if len(crossovers) else "–",
+                     "by how much": by, "flips": flips,
                      "how sure": _sure_text(mine, q),
                      "caveats": caveat_tags(workload, config=config, outcomes=mine, degenerate=degenerate,
                                             divergence=divergence, failures=failures, min_repeats=min_repeats)})
@@ -211,6 +222,8 @@ def draft_count_lines(draft_summary: pd.DataFrame, draft_choices: pd.DataFrame) 
     """The draft-count question in plain words, one line per workload and spec method (ties said as ties)."""
     lines = []
     for r in draft_summary.to_dict("records"):
+        if "no spec-off arm" in (r["notes"] or "") and "," not in r["k tried"]:
+            continue  # one k and no off arm: no draft-count question to answer
         method, _, family = r["method"].partition(" (")
         mine = draft_choices[(draft_choices.workload == r["workload"]) & (draft_choices.method == method)
                              & (draft_choices.family == family.removesuffix(")"))]

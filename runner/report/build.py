@@ -93,7 +93,7 @@ def analyse(results: Results, *, bandwidth: float | None = None, settings: Repor
     crossings = verdict.crossovers(outcomes, trials)
     config = results.configs[0] if results.configs else {}
     recommended = recommendation(
-        outcomes=outcomes, engines=engines, draft_summary=summary, point_text=_point_text(outcomes, trials),
+        outcomes=outcomes, engines=engines, trials=trials, draft_summary=summary, point_text=_point_text(outcomes, trials),
         metric_heading={w: deciding_metric(w).heading for w in outcomes.workload.unique()},
         config=config, degenerate=degenerate, divergence=divergence,
         failures=failures, stops=race, tie_band=s.tie_band, min_repeats=s.min_repeats, sources=results.sources)
@@ -324,9 +324,10 @@ def _write_atomic(path: Path, text: str) -> None:
 
 
 def write_report(*, run_dirs: list[Path], out_dir: Path | None = None, echo: bool = False,
-                 bandwidth: float | None = None, overrides: dict | None = None) -> Report:
+                 bandwidth: float | None = None, overrides: dict | None = None, question: dict | None = None) -> Report:
     """Reads the folders' persisted files and writes report.md, recommendation.yaml and PNGs into out_dir (default:
-    the first folder). `overrides` (tie_band, slo, gpu_hour_usd, seed) replace the persisted report settings."""
+    the first folder). `overrides` (tie_band, slo, gpu_hour_usd, seed) replace the persisted report settings;
+    `question` ({a, b, name}) replaces the persisted sweep.question."""
     import yaml
 
     from runner.report.settings import with_overrides
@@ -335,6 +336,8 @@ def write_report(*, run_dirs: list[Path], out_dir: Path | None = None, echo: boo
     out_dir = Path(out_dir or run_dirs[0])
     out_dir.mkdir(parents=True, exist_ok=True)
     results = load_results(run_dirs)
+    if question is not None and results.configs:
+        results.configs[0].setdefault("sweep", {})["question"] = question
     settings = with_overrides(settings_of(results), **(overrides or {}))
     a = analyse(results, bandwidth=bandwidth, settings=settings)
     plot_files = _draw(a, out_dir)

@@ -16,7 +16,9 @@ import pandas as pd
 
 from runner.config.schema import SpecArm
 from runner.measurement.decision import DecisionKind, one_for_all
-from runner.report.verdict import CAPACITY_OUTCOME, SINGLE_K_RULE, TIE_OUTCOME, interval_range, ratio_range
+from runner.report.arms import point_axes, point_coords
+from runner.report.verdict import (CAPACITY_OUTCOME, SINGLE_K_RULE, TIE_OUTCOME, describe_range, interval_range,
+                                   ratio_range)
 from runner.schema import EngineStatus
 
 CHOICE_RULE = ("per point, the simplest arm tied for first (spec off before speculation, the smaller k, then the "
@@ -74,13 +76,16 @@ def simplicity_of(engines: pd.DataFrame) -> dict[str, tuple]:
     return {a: (int(k) > 0, int(k), int(o)) for a, k, o in zip(engines.arm, engines.k, engines.arm_order)}
 
 
-def choices_per_load(outcomes: pd.DataFrame, point_text: list[str]) -> list[dict[str, Any]]:
+def choices_per_load(outcomes: pd.DataFrame, point_text: list[str], axes: list[str]) -> list[dict[str, Any]]:
     """The per-point choices of one workload, grouped: which arm where (points without a choice say why)."""
-    groups: dict[str, list[str]] = {}
-    for r, where in zip(outcomes.to_dict("records"), point_text):
+    groups: dict[str, list[int]] = {}
+    records = outcomes.to_dict("records")
+    for i, r in enumerate(records):
         choice = r["choice"] if isinstance(r["choice"], str) else None
-        groups.setdefault(choice or f"no choice ({r['kind']})", []).append(where)
-    return [{"arm": arm, "points": points} for arm, points in groups.items()]
+        groups.setdefault(choice or f"no choice ({r['kind']})", []).append(i)
+    every = [point_coords(r) for r in records]
+    return [{"arm": arm, "where": describe_range([every[i] for i in rows], every, axes),
+             "points": [point_text[i] for i in rows]} for arm, rows in groups.items()]
 
 
 def _evidence(outcomes: pd.DataFrame, choice: str, point_text: list[str]) -> dict[str, Any]:
@@ -144,7 +149,7 @@ def _caveats(*, workload: str, choice: Optional[str], outcomes: pd.DataFrame, co
     return caveats
 
 
-def recommendation(*, outcomes: pd.DataFrame, engines: pd.DataFrame, draft_summary: pd.DataFrame,
+def recommendation(*, outcomes: pd.DataFrame, engines: pd.DataFrame, trials: pd.DataFrame, draft_summary: pd.DataFrame,
                    point_text: list[str], metric_heading: dict[str, str], config: dict, degenerate: pd.DataFrame,
                    divergence: pd.DataFrame, failures: pd.DataFrame, stops: pd.DataFrame, tie_band: float,
                    min_repeats: int, sources: list[str]) -> dict[str, Any]:
@@ -158,7 +163,8 @@ def recommendation(*, outcomes: pd.DataFrame, engines: pd.DataFrame, draft_summa
         engine_rows = ok_engines[ok_engines.arm == choice] if choice else ok_engines.iloc[0:0]
         engine = engine_rows.iloc[0].to_dict() if len(engine_rows) else None
         entry: dict[str, Any] = {"decided_by": metric_heading[workload], "choice": choice,
-                                 "choice_per_load": choices_per_load(mine, where)}
+                                 "choice_per_load": choices_per_load(
+                                     mine, where, point_axes(trials[trials.workload == workload]))}
         if engine is not None:
             args = engine_arguments(engine, config=config)
             entry["engine_args"] = args

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from runner.report.answer import question_of
+from runner.report.answer import question_of, selector_text, side_arms
 from runner.report.render import md_table, section
 
 
@@ -15,8 +15,12 @@ def question_title(a) -> str:
 def _answer_intro(a) -> str:
     question = question_of(a.results.configs[0] if a.results.configs else {})
     s = a.settings
-    asked = (f"Question: **{question.name}** (a = {question.a}, b = {question.b}): \"by how much\" compares the two "
-             f"per workload, even where another arm leads. ") if question else ""
+    asked = ""
+    if question:
+        sides = {side: ", ".join(side_arms(a.engines, getattr(question, side))) or "no arm" for side in ("a", "b")}
+        asked = (f"Question: **{question.name}** — a: {selector_text(question.a)} ({sides['a']}) against b: "
+                 f"{selector_text(question.b)} ({sides['b']}); \"by how much\" states a against b per workload, "
+                 f"even where another arm leads. ")
     return (asked + "Deploy: per point the simplest arm tied for first (spec off before speculation, the smaller k, "
             "then the sweep's arm order); where the choice differs by load, per load and one setting for all (tied "
             f"for first at the most points). Tied: the 95% interval of leader / arm reaches into ±{s.tie_band:.0%}. "

@@ -21,9 +21,12 @@ def test_write_report_files_and_cli(fixture_dir, tmp_path):
     proc = subprocess.run([sys.executable, "-m", "runner.report", str(fixture_dir), "--out", str(out)],
                           cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.rstrip().splitlines()[-1].startswith("| multi_turn")  # the verdict table ends the output
-    assert "verdict:" in proc.stdout and "| decode | tie within noise" in proc.stdout
+    # The Answer ends the output: its table, then the draft count in words.
+    answer = proc.stdout[proc.stdout.index("\nanswer:"):]
+    assert "| decode (decode tok/s per session) | mtp:1 at c=1, 4; off at c=16" in answer
+    assert proc.stdout.rstrip().splitlines()[-1].startswith("multi_turn, mtp")
     text = (out / "report.md").read_text()
+    assert text.index("## Answer") < text.index("## Sources") < text.index("## Verdict")  # the answer first
     for heading in ("## Verdict", "## Crossovers", "## Best draft count", "## Capacity-wall flags",
                     "## Output divergence", "## Failed configurations", "## Plots", "## Recommendation",
                     "## Under a latency target", "## Pareto"):

@@ -10,18 +10,18 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def one_repeat(overrides) -> list[str]:
-    """The demo runs 3 repeats; tests built on its defaults run one unless they say otherwise."""
-    if any(o.startswith(("sweep=", "sweep.repeats=")) for o in overrides):
-        return list(overrides)
-    return ["sweep.repeats=1", *overrides]
+def base_sweep(overrides) -> list[str]:
+    """Tests build on `sweep=quick` (one repeat) unless they name a sweep, so that the demo can change without
+    changing them."""
+    overrides = list(overrides)
+    return overrides if any(o.startswith("sweep=") for o in overrides) else ["sweep=quick", *overrides]
 
 
 def run_cli(*overrides: str, output_root: Path, timeout: int = 1500, env: dict | None = None,
             check: bool = True) -> subprocess.CompletedProcess:
     """Runs `python -m runner` as a user would, with W&B offline inside the test's folder."""
     full_env = {**os.environ, "WANDB_MODE": "offline", "PYTHONUNBUFFERED": "1", **(env or {})}
-    cmd = [sys.executable, "-m", "runner", f"output_root={output_root}", *one_repeat(overrides)]
+    cmd = [sys.executable, "-m", "runner", f"output_root={output_root}", *base_sweep(overrides)]
     proc = subprocess.run(cmd, cwd=ROOT, env=full_env, capture_output=True, text=True, timeout=timeout)
     if check and proc.returncode != 0:
         raise AssertionError(f"{' '.join(cmd)} exited {proc.returncode}\n--- stdout\n{proc.stdout[-4000:]}"
@@ -32,7 +32,7 @@ def run_cli(*overrides: str, output_root: Path, timeout: int = 1500, env: dict |
 def start_cli(*overrides: str, output_root: Path, env: dict | None = None) -> subprocess.Popen:
     """`python -m runner` in its own session (like a terminal's job), for signals and leftover checks."""
     full_env = {**os.environ, "WANDB_MODE": "offline", "PYTHONUNBUFFERED": "1", **(env or {})}
-    cmd = [sys.executable, "-m", "runner", f"output_root={output_root}", *one_repeat(overrides)]
+    cmd = [sys.executable, "-m", "runner", f"output_root={output_root}", *base_sweep(overrides)]
     return subprocess.Popen(cmd, cwd=ROOT, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
 
