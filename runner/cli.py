@@ -27,10 +27,9 @@ def make_plan(config: RunConfig, *, check_engine_args: bool = True, warn=None) -
     `warn` (default: stderr) before anything starts."""
     validate(config, known_engine_args=engine_arg_spec() if check_engine_args else None)
     plan = build_plan(config)
-    problems = question_problems(config.sweep.question, [dataclasses.asdict(e.settings) for e in plan.engines])
-    if problems:
-        raise ConfigError("; ".join(problems))
-    for line in capacity_warnings(plan, model=config.model, engine=config.engine) + race_warnings(config.sweep):
+    unasked = question_problems(config.sweep.question, [dataclasses.asdict(e.settings) for e in plan.engines])
+    for line in capacity_warnings(plan, model=config.model, engine=config.engine) + race_warnings(config.sweep) \
+            + unasked:
         (warn or (lambda text: print(text, file=sys.stderr)))(line)
     return plan
 

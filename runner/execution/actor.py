@@ -194,7 +194,7 @@ class EngineActor:
             self.host.shutdown()
             self.host = None
 
-    # ---- residency (issue 13): the actor starts ahead of its engine; engines sleep between turns ----
+    # ---- residency: the actor starts ahead of its engine; engines sleep between turns ----
     async def prepare(self) -> dict:
         """Imports vLLM and torch and creates the device context before the engine loads (so that cost
         overlaps the previous engine's trials); returns the memory figures residency is planned from."""

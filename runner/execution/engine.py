@@ -8,6 +8,7 @@ import time
 from typing import Optional
 
 from runner.measurement.metrics import Timeline
+from runner.measurement.sampling import GREEDY, Sampling
 from runner.measurement.workloads.base import RequestResult
 from runner.models.source import ModelSource
 from runner.plan.grid import EngineConfig
@@ -104,8 +105,8 @@ class EngineHost:
         # engine's own seeded stream instead of a seed each.
         self.request_seeds = not current_platform.is_cpu()
 
-    def _seed(self, seed: int, temperature: float):
-        return seed if self.request_seeds or temperature == 0 else None
+    def _seed(self, seed: int, sampling: Sampling):
+        return seed if self.request_seeds or sampling.greedy else None
 
     async def _rpc(self, method: str):
         return await self._llm.collective_rpc(method)
@@ -144,13 +145,13 @@ class EngineHost:
         }
 
     async def stream(self, *, prompt_token_ids: list[int], max_tokens: int, session: int = 0, turn: int = 0,
-                     phase: str = "measured", ignore_eos: bool = True, seed: int = 0, temperature: float = 0.0,
-                     top_p: float = 1.0) -> RequestResult:
+                     phase: str = "measured", ignore_eos: bool = True, seed: int = 0,
+                     sampling: Sampling = GREEDY) -> RequestResult:
         from vllm import SamplingParams
         from vllm.sampling_params import RequestOutputKind
 
-        params = SamplingParams(max_tokens=max_tokens, temperature=temperature, top_p=top_p, ignore_eos=ignore_eos,
-                                seed=self._seed(seed, temperature), output_kind=RequestOutputKind.DELTA)
+        params = SamplingParams(max_tokens=max_tokens, ignore_eos=ignore_eos, seed=self._seed(seed, sampling),
+                                output_kind=RequestOutputKind.DELTA, **sampling.params())
         timeline = Timeline(sent_at=time.perf_counter())
         token_ids: list[int] = []
         final = None
@@ -246,7 +247,7 @@ class OfflineEngineHost(EngineHost):
 
     async def generate_batch(self, *, prompts: list[list[int]], max_tokens: int, sessions: list[int],
                              phase: str = "measured", ignore_eos: bool = True, seed: int = 0,
-                             temperature: float = 0.0, top_p: float = 1.0) -> list[RequestResult]:
+                             sampling: Sampling = GREEDY) -> list[RequestResult]:
         """One `LLM.generate` over all prompts. No streaming: each request's timeline is its engine-side
         first and last token times (the engine core's monotonic clock, the same clock as perf_counter on
         Linux), measured from the batch's start; outside that window, the batch's end is used."""
@@ -254,8 +255,8 @@ class OfflineEngineHost(EngineHost):
 
         from vllm import SamplingParams
 
-        params = SamplingParams(max_tokens=max_tokens, temperature=temperature, top_p=top_p, ignore_eos=ignore_eos,
-                                seed=self._seed(seed, temperature))
+        params = SamplingParams(max_tokens=max_tokens, ignore_eos=ignore_eos, seed=self._seed(seed, sampling),
+                                **sampling.params())
         inputs = [{"prompt_token_ids": p} for p in prompts]
         sent_at = time.perf_counter()
         # A worker thread keeps the actor's event loop (KV usage sampling) running during the batch.

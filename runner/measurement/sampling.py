@@ -1,9 +1,11 @@
 """How a workload's requests sample: greedy by default, or at a temperature with a seed per request. Pure.
 
 Greedy (temperature 0) is the default wherever arms' outputs are compared token for token. A model that loops
-under greedy decoding (the embedded tiny model does) makes speculative acceptance meaningless, so a workload
-can sample instead (`workload.<name>.temperature`, `top_p`); each request then gets its own seed, derived from
-the trial's seed, session, turn and phase, so that a repeat is reproducible and two sessions never share one.
+under greedy decoding (the embedded tiny model does) makes speculative acceptance meaningless: a workload can
+sample instead (`workload.<name>.temperature`, `top_p`; each request then gets its own seed, derived from the
+trial's seed, session and turn, so that a repeat is reproducible and two sessions never share one), or stay
+greedy with a penalty on repeated tokens (`presence_penalty`, `frequency_penalty`, `repetition_penalty`: vLLM's
+own), which keeps outputs deterministic and comparable across arms.
 """
 from __future__ import annotations
 
@@ -13,17 +15,35 @@ from typing import Any
 from runner.measurement.prompts import derived_seed
 
 
+PENALTIES = ("presence_penalty", "frequency_penalty", "repetition_penalty")
+
+
 @dataclass(frozen=True, kw_only=True)
 class Sampling:
     temperature: float = 0.0
     top_p: float = 1.0
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    repetition_penalty: float = 1.0
 
     @property
     def greedy(self) -> bool:
         return self.temperature == 0.0
 
+    @property
+    def is_default(self) -> bool:
+        return self == GREEDY
+
+    def params(self) -> dict[str, float]:
+        """vLLM SamplingParams keywords."""
+        return {"temperature": self.temperature, "top_p": self.top_p, "presence_penalty": self.presence_penalty,
+                "frequency_penalty": self.frequency_penalty, "repetition_penalty": self.repetition_penalty}
+
     def request_seed(self, *, base: int, session: int, turn: int, phase: str) -> int:
         return derived_seed(base=base, session=session, turn=turn, salt=f"sample/{phase}")
+
+
+GREEDY = Sampling()
 
 
 class SampledEngine:
@@ -40,17 +60,20 @@ class SampledEngine:
     async def stream(self, *, session: int = 0, turn: int = 0, phase: str = "measured", **kwargs):
         seed = self._sampling.request_seed(base=self._base_seed, session=session, turn=turn, phase=phase)
         return await self._engine.stream(session=session, turn=turn, phase=phase, seed=seed,
-                                         temperature=self._sampling.temperature, top_p=self._sampling.top_p,
-                                         **kwargs)
+                                         sampling=self._sampling, **kwargs)
 
     async def generate_batch(self, *, phase: str = "measured", **kwargs):
         seed = self._sampling.request_seed(base=self._base_seed, session=-1, turn=0, phase=phase)
-        return await self._engine.generate_batch(phase=phase, seed=seed, temperature=self._sampling.temperature,
-                                                 top_p=self._sampling.top_p, **kwargs)
+        return await self._engine.generate_batch(phase=phase, seed=seed, sampling=self._sampling, **kwargs)
+
+
+def sampling_of(params: Any) -> Sampling:
+    """A workload's params as its Sampling."""
+    return Sampling(**{f: float(getattr(params, f)) for f in ("temperature", "top_p", *PENALTIES)
+                       if getattr(params, f, None) is not None})
 
 
 def sampled(engine: Any, params: Any, *, base_seed: int) -> Any:
-    """`engine` as-is for greedy params; wrapped so that each request samples as the params say otherwise."""
-    sampling = Sampling(temperature=float(getattr(params, "temperature", 0.0) or 0.0),
-                        top_p=float(getattr(params, "top_p", 1.0) or 1.0))
-    return engine if sampling.greedy else SampledEngine(engine, sampling, base_seed=base_seed)
+    """`engine` as-is under vLLM's defaults (greedy); wrapped so that each request samples as the params say."""
+    sampling = sampling_of(params)
+    return engine if sampling.is_default else SampledEngine(engine, sampling, base_seed=base_seed)

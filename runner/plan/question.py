@@ -26,14 +26,16 @@ def matches(settings: Mapping[str, Any], selector: Mapping[str, Any]) -> bool:
 
 
 def question_problems(question, engine_settings: list[Mapping[str, Any]]) -> list[str]:
-    """A side that names no planned engine, with the fix."""
+    """A warning per side that names no planned engine (the sweep still runs: other overrides may have replaced
+    the arms the question was written for), with the fix."""
     if question is None:
         return []
     problems = []
     for side in ("a", "b"):
         axes = getattr(question, side).axes()
         if not any(matches(s, axes) for s in engine_settings):
-            shown = ",".join(f"{k}:{v}" for k, v in axes.items())
-            problems.append(f"sweep.question.{side}={{{shown}}} names no engine of this sweep (fix: name the axes "
-                            f"of one of sweep.arms / sweep.grid, or sweep.question=null)")
+            shown = ",".join(f"{k}:{str(v).lower() if isinstance(v, bool) else v}" for k, v in axes.items())
+            problems.append(f"warning: sweep.question.{side}={{{shown}}} names no engine of this sweep, so the "
+                            f"Answer cannot state the question (fix: name the axes of one of sweep.arms / "
+                            f"sweep.grid, or sweep.question=null)")
     return problems

@@ -38,6 +38,14 @@ def question_of(config: dict) -> Optional[Question]:
     return Question(name=raw.get("name") or "a or b?", a=a, b=b)
 
 
+def answerable_question(config: dict, engines: pd.DataFrame) -> Optional[Question]:
+    """The sweep's question where both sides name measured arms (the plan warned otherwise); else None."""
+    question = question_of(config)
+    if question is None or not (side_arms(engines, question.a) and side_arms(engines, question.b)):
+        return None
+    return question
+
+
 def _selector_of(raw) -> dict[str, Any]:
     axes = {k: v for k, v in dict(raw or {}).items() if v is not None}
     if axes.get("spec_method") is False:  # YAML reads a bare off as false
@@ -189,7 +197,7 @@ def answer_table(*, outcomes: pd.DataFrame, points: pd.DataFrame, engines: pd.Da
                  crossovers: pd.DataFrame, recommendation: dict, config: dict, degenerate: pd.DataFrame,
                  divergence: pd.DataFrame, failures: pd.DataFrame, tie_band: float, min_repeats: int,
                  seed: int) -> pd.DataFrame:
-    question = question_of(config)
+    question = answerable_question(config, engines)
     q_all = None
     labels: dict[str, str] = {}
     if question is not None:

@@ -24,19 +24,8 @@ POINT_FIELDS = ("workload", "workload_params_json", "concurrency")
 CONCURRENCY = "concurrency"
 
 
-def spec_label(method: str, k) -> str:
-    return "off" if method in (None, "off") else f"{method}:{int(k)}"
-
-
 def draft_count(method: str, k) -> int:
     return SpecArm.of(method, k).k
-
-
-def _engine_args(text) -> dict:
-    try:
-        return json.loads(text or "{}")
-    except (TypeError, ValueError):
-        return {}
 
 
 def _fill_engine_api(engines: pd.DataFrame, trials: pd.DataFrame) -> pd.DataFrame:

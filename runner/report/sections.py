@@ -3,17 +3,21 @@ from __future__ import annotations
 
 import pandas as pd
 
-from runner.report.answer import question_of, selector_text, side_arms
+from runner.report.answer import answerable_question, selector_text, side_arms
 from runner.report.render import md_table, section
 
 
+def _question(a):
+    return answerable_question(a.results.configs[0] if a.results.configs else {}, a.engines)
+
+
 def question_title(a) -> str:
-    question = question_of(a.results.configs[0] if a.results.configs else {})
+    question = _question(a)
     return question.name if question else ""
 
 
 def _answer_intro(a) -> str:
-    question = question_of(a.results.configs[0] if a.results.configs else {})
+    question = _question(a)
     s = a.settings
     asked = ""
     if question:

@@ -8,7 +8,6 @@ it; the sweep checks it before any engine starts.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any, Optional
 
 from runner.measurement.stats import MIN_REPEATS, TIE_BAND
@@ -71,13 +70,6 @@ def parse_settings(raw: Any) -> ReportSettings:
         slo=slo, gpu_hour_usd=None if usd is None else _number(usd, name="gpu_hour_usd", low=1e-9,
                                                                 fix="report.gpu_hour_usd=3.5"),
         seed=int(raw.get("seed", 0) or 0))
-
-
-def persisted_settings(run_dir: Path) -> ReportSettings:
-    """The settings a run folder's config.yaml holds (defaults where it has none)."""
-    from runner.report.load import read_config
-
-    return parse_settings(read_config(run_dir).get("report"))
 
 
 def with_overrides(settings: ReportSettings, *, tie_band: Optional[float] = None,

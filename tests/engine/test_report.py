@@ -11,7 +11,7 @@ pytestmark = pytest.mark.engine
 @pytest.mark.engine
 def test_report_on_a_real_cpu_sweep(small_sweep, tmp_path):
     run_dir, proc = small_sweep
-    assert "verdict:" in proc.stdout  # the sweep's own end-of-run report
+    assert "answer:" in proc.stdout  # the sweep's own end-of-run report
     assert (run_dir / "report.md").exists()
     report = write_report(run_dirs=[run_dir], out_dir=tmp_path)
     a = report.analysis

@@ -1,4 +1,4 @@
-"""Resident engines and interleaved rounds on real CPU engines in real Ray actors (issue 13).
+"""Resident engines and interleaved rounds on real CPU engines in real Ray actors.
 
 Three sweeps, run once each: `rounds` (2 engines × 2 repeats, resident, one actor killed mid-trial in round 1:
 3 loads), `stop_trial` (SIGTERM inside a hung trial, then a resume) and `stop_load` (SIGTERM while the engine

@@ -114,3 +114,27 @@ def test_verdict_best_k_and_recommendation_never_disagree(tmp_path, seed):
         counts = {arm: sum(arm in d.tied for d in a.outcomes.decision if d.choice is not None) for arm in k_of}
         assert counts[one] == max(counts.values())
         assert a.draft_summary.iloc[0]["single k"].split()[0] == str(k_of[one])
+
+
+def test_the_answer_states_the_question_even_where_a_third_arm_leads(tmp_path):
+    import yaml
+
+    s = Sweep()
+    for arm in ("off", "mtp:2", "ngram:3"):
+        s.engine(arm)
+    speeds = {"off": [100, 101, 99], "mtp:2": [150, 151, 149], "ngram:3": [300, 301, 299]}
+    for arm, values in speeds.items():
+        for r, v in enumerate(values):
+            s.trial(arm, repeat=r, tok_s=float(v))
+    run = s.write(tmp_path / "q")
+    (run / "config.yaml").write_text(yaml.safe_dump({"sweep": {"question": {
+        "name": "MTP or not?", "a": {"spec_method": "mtp"}, "b": {"spec_method": "off"}}}}))
+    a = analyse(load_results([run]))
+    row = a.answer.iloc[0]
+    assert row.deploy == "ngram:3"
+    assert row["by how much"].startswith("mtp:2 1.50× [") and "over off" in row["by how much"]
+    assert "deployed arm ngram:3: 2.00× over mtp:2" in row["by how much"]
+    # A question whose sides name no measured arm is dropped (the plan warned before the sweep started).
+    (run / "config.yaml").write_text(yaml.safe_dump({"sweep": {"question": {
+        "a": {"spec_method": "eagle"}, "b": {"spec_method": "off"}}}}))
+    assert analyse(load_results([run])).answer.iloc[0]["by how much"].startswith("2.00× over mtp:2")

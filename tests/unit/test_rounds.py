@@ -1,4 +1,4 @@
-"""Pure scheduling logic of issue 13: residency plan from memory numbers, round order, deadline estimates."""
+"""Pure scheduling logic: residency plan from memory numbers, round order, deadline estimates."""
 from __future__ import annotations
 
 import dataclasses

@@ -3,9 +3,12 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Optional, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Optional, Protocol
 
 from runner.measurement.metrics import Timeline
+
+if TYPE_CHECKING:
+    from runner.measurement.sampling import Sampling
 from runner.measurement.deciding import (  # noqa: F401  (re-exported: each workload names its metric)
     DECODE_SPEED, DECODE_SPEED_PER_RUN, FIRST_REQUEST_TTFT_P50, REPEAT_TTFT_P50, TTFT_P50, TURN2_TTFT_P50,
     DecidingMetric)
@@ -40,8 +43,8 @@ class Engine(Protocol):
     first_token_id: int
 
     async def stream(self, *, prompt_token_ids: list[int], max_tokens: int, session: int = 0, turn: int = 0,
-                     phase: str = "measured", ignore_eos: bool = True, seed: int = 0, temperature: float = 0.0,
-                     top_p: float = 1.0) -> RequestResult: ...
+                     phase: str = "measured", ignore_eos: bool = True, seed: int = 0,
+                     sampling: Optional[Sampling] = None) -> RequestResult: ...
 
     async def reset_prefix_cache(self) -> None: ...
 
@@ -49,7 +52,7 @@ class Engine(Protocol):
 
     async def generate_batch(self, *, prompts: list[list[int]], max_tokens: int, sessions: list[int],
                              phase: str = "measured", ignore_eos: bool = True, seed: int = 0,
-                             temperature: float = 0.0, top_p: float = 1.0) -> list[RequestResult]: ...
+                             sampling: Optional[Sampling] = None) -> list[RequestResult]: ...
 
 
 @dataclass(kw_only=True)
@@ -60,9 +63,13 @@ class WorkloadParams:
     # Where prompt tokens come from (see runner.measurement.prompts): synthetic | corpus | jsonl.
     prompt_source: str = "synthetic"
     prompt_file: Optional[str] = None
-    # Sampling (runner.measurement.sampling): 0 = greedy, the only setting under which arms' outputs compare.
+    # Sampling (runner.measurement.sampling): temperature 0 = greedy, the only setting under which arms' outputs
+    # compare; the penalties are vLLM's and keep greedy output deterministic.
     temperature: float = 0.0
     top_p: float = 1.0
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    repetition_penalty: float = 1.0
     # Integer fields that may be 0 (all others must be ≥ 1).
     zero_allowed: ClassVar[tuple[str, ...]] = ("seed",)
 
@@ -84,6 +91,11 @@ class WorkloadParams:
             errors.append(f"temperature={self.temperature!r} must be a number in [0, 10] (0: greedy)")
         if not (isinstance(self.top_p, (int, float)) and 0 < self.top_p <= 1):
             errors.append(f"top_p={self.top_p!r} must be in (0, 1]")
+        for name in ("presence_penalty", "frequency_penalty"):
+            if not (isinstance(getattr(self, name), (int, float)) and -2 <= getattr(self, name) <= 2):
+                errors.append(f"{name}={getattr(self, name)!r} must be in [-2, 2] (vLLM's range)")
+        if not (isinstance(self.repetition_penalty, (int, float)) and 0 < self.repetition_penalty <= 2):
+            errors.append(f"repetition_penalty={self.repetition_penalty!r} must be in (0, 2]")
         from runner.measurement.prompts import check_prompt_source
 
         errors.extend(check_prompt_source(source=self.prompt_source, prompt_file=self.prompt_file))
