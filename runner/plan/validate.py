@@ -212,6 +212,49 @@ def check_spec_extra(*, spec_extra: dict, methods: Iterable[str]) -> list[str]:
     return errors
 
 
+def check_spec_rules(*, spec_extra: dict, spec) -> list[str]:
+    """Each spec.<method> key and value by the installed vLLM's speculative_config rules (its SpeculativeConfig's
+    fields, which forbid any other key), and vLLM's n-gram rule prompt_lookup_min ≤ prompt_lookup_max."""
+    import difflib
+
+    from runner.config.schema import SpecArm
+    from runner.plan.engine_args import describe_valid, example_value, value_problem
+
+    rules = getattr(spec, "speculative", None)
+    if not rules:
+        return []
+    errors = []
+    for method, extra in (spec_extra or {}).items():
+        broken = False
+        for key, value in (extra or {}).items():
+            if key in ("method", "num_speculative_tokens"):
+                continue  # the arm's own (check_spec_extra says so)
+            rule = rules.get(key)
+            if rule is None:
+                broken = True
+                close = difflib.get_close_matches(key, sorted(rules), n=1, cutoff=0.75)
+                valid = sorted(set(rules) - {"method", "num_speculative_tokens"})
+                hint = (f"did you mean {close[0]!r}? (fix: ++spec.{method}.{close[0]}={_yaml_text(value)})" if close
+                        else f"valid: {', '.join(valid)} (fix: remove spec.{method}.{key})")
+                errors.append(f"spec.{method}.{key} is not a key of vLLM {spec.vllm_version}'s speculative_config; "
+                              f"{hint}")
+                continue
+            problem = value_problem(rule, value)
+            if problem:
+                broken = True
+                errors.append(f"spec.{method}.{key}={_yaml_text(value)} {problem} for vLLM {spec.vllm_version}'s "
+                              f"speculative_config; valid: {describe_valid(rule)} "
+                              f"(fix: ++spec.{method}.{key}={example_value(rule)})")
+        if broken or method not in ("ngram", "ngram_gpu") or method not in SPEC_METHODS:
+            continue
+        merged = SpecArm(method=method, k=1).speculative_config(extra)
+        low, high = merged.get("prompt_lookup_min"), merged.get("prompt_lookup_max")
+        if isinstance(low, int) and isinstance(high, int) and low > high:
+            errors.append(f"spec.{method}: prompt_lookup_min={low} must be ≤ prompt_lookup_max={high} (vLLM's rule) "
+                          f"(fix: ++spec.{method}.prompt_lookup_min={high}, or ++spec.{method}.prompt_lookup_max={low})")
+    return errors
+
+
 def check_engine_arg_rules(*, spec, engine_args: dict, engine_axes: dict, grid: dict) -> list[str]:
     """Every engine-argument value, by vLLM's own rules for the installed version (spec: EngineArgSpec)."""
     from runner.plan.engine_args import describe_valid, example_value, value_problem
@@ -245,6 +288,7 @@ def validate(config: RunConfig, *, known_engine_args=None) -> None:
     errors = check_model(config.model) + check_max_len(grid=grid, model=config.model)
     errors += check_runner_owned(engine_args=engine_args, engine_axes=engine_axes)
     errors += check_spec_extra(spec_extra=config.spec, methods=config.spec_methods)
+    errors += check_spec_rules(spec_extra=config.spec, spec=known_engine_args)
     errors += check_engine_arg_rules(spec=known_engine_args, engine_args=engine_args, engine_axes=engine_axes,
                                      grid=grid)
     errors += check_workloads(workloads=workloads, grid=grid) if workloads else [
