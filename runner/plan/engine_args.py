@@ -20,7 +20,7 @@ from typing import Any, Optional
 
 from runner.cache import cache_root
 
-SPEC_FORMAT = 2
+SPEC_FORMAT = 3
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -44,6 +44,17 @@ class EngineArgSpec:
     # Architectures (config.json's `architectures`) vLLM can load: its registry's, and the Transformers classes
     # its Transformers backend falls back to. None: not known here.
     architectures: Optional[frozenset[str]] = None
+    # Name endings vLLM converts between when it resolves an architecture (ForCausalLM, ForSequenceClassification…).
+    architecture_suffixes: tuple[str, ...] = ()
+
+    def knows_architecture(self, name: str) -> Optional[bool]:
+        """Whether vLLM can resolve `name` (directly, or by swapping its ending as vLLM does); None: not known."""
+        if self.architectures is None:
+            return None
+        if name in self.architectures:
+            return True
+        return any(name.endswith(end) and name[:-len(end)] + other in self.architectures
+                   for end in self.architecture_suffixes for other in self.architecture_suffixes)
 
     @property
     def names(self) -> set[str]:
@@ -114,7 +125,8 @@ def _from_json(data: dict) -> EngineArgSpec:
     return EngineArgSpec(vllm_version=data.get("vllm_version", "unknown"),
                          rules={name: _rule_from_json(r) for name, r in data["rules"].items()},
                          speculative={name: _rule_from_json(r) for name, r in (data.get("speculative") or {}).items()},
-                         architectures=frozenset(architectures) if architectures is not None else None)
+                         architectures=frozenset(architectures) if architectures is not None else None,
+                         architecture_suffixes=tuple(data.get("architecture_suffixes") or ()))
 
 
 def load_spec(*, refresh: bool = False) -> Optional[EngineArgSpec]:
@@ -252,7 +264,8 @@ def extract() -> dict:
     for name, b in _bounds_by_field(set(fields)).items():
         rules[name]["bounds"] = b
     return {"format": SPEC_FORMAT, "vllm_version": vllm.__version__, "rules": rules,
-            "speculative": _speculative_rules(), "architectures": _architectures()}
+            "speculative": _speculative_rules(), "architectures": _architectures(),
+            "architecture_suffixes": _architecture_suffixes()}
 
 
 def _annotation_rule(annotation) -> Optional[dict]:
@@ -325,6 +338,15 @@ def _speculative_rules() -> dict[str, dict]:
                     bounds[key] = v
         rules[name] = {**rule, **({"bounds": bounds} if bounds else {})}
     return rules
+
+
+def _architecture_suffixes() -> list[str]:
+    try:
+        from vllm.config.model import iter_architecture_defaults
+
+        return [suffix for suffix, _ in iter_architecture_defaults()]
+    except Exception:
+        return []
 
 
 def _architectures() -> Optional[list[str]]:
