@@ -159,8 +159,7 @@ def check_workloads(*, workloads: dict, grid: dict) -> list[str]:
             except (ValueError, TypeError) as exc:
                 errors.append(str(exc))
                 break
-            errors.extend(f"workload {name!r}: {e} (fix: workload.{name}.{e.split('=')[0]}=<a valid value>)"
-                          for e in params.validate())
+            errors.extend(f"workload {name!r}: {e} (fix: {_workload_fix(name, e)})" for e in params.validate())
             need = params.max_sequence_tokens()
             for n in max_lens:
                 if need > n:
@@ -168,6 +167,13 @@ def check_workloads(*, workloads: dict, grid: dict) -> list[str]:
                                   f"max_model_len={n} (fix: shrink workload.{name} sizes or raise "
                                   f"sweep.grid.max_model_len)")
     return errors
+
+
+def _workload_fix(name: str, error: str) -> str:
+    key = error.split("=")[0]
+    if key == "prompt_file" and ": line " in error:
+        return f"repair that line, or workload.{name}.prompt_file=<another JSONL file>"
+    return f"workload.{name}.{key}=<a valid value>"
 
 
 def engine_arg_spec():
