@@ -320,14 +320,17 @@ def _literal_values(annotation) -> list:
 def _speculative_rules() -> dict[str, dict]:
     """SpeculativeConfig's fields (what `speculative_config` takes; vLLM forbids any other key)."""
     try:
-        from vllm.config.speculative import SpeculativeConfig
-    except ImportError:  # older layouts
         from vllm.config import SpeculativeConfig
+    except ImportError:  # a layout without it: the extras go unchecked, the engine arguments still are
+        return {}
     rules = {}
     for name, info in (getattr(SpeculativeConfig, "__pydantic_fields__", None) or {}).items():
         if any(type(m).__name__ == "SkipValidation" for m in info.metadata or ()):
             continue  # filled in by vLLM (the target's and the draft's model configs)
-        rule = _annotation_rule(info.annotation)
+        try:
+            rule = _annotation_rule(info.annotation)
+        except Exception:  # an annotation of a shape not seen here: any value
+            rule = {"kind": "any"}
         if rule is None:
             continue
         bounds = {}
