@@ -26,6 +26,8 @@ LOCK_NAME = ".run.lock"
 def unwritable_reason(folder: Path) -> Optional[str]:
     """Why `folder` cannot take results (None where it can): created where missing, then a file written and
     removed in it."""
+    if Path(folder).exists() and not Path(folder).is_dir():
+        return "it is a file, not a folder"
     try:
         Path(folder).mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=folder, prefix=".write-test-"):

@@ -151,7 +151,8 @@ INPUTS = [
 # Refused by the command line only (before Hydra writes anything): the output root.
 CLI_ONLY = [
     (["output_root=/proc/nope"], "output_root='/proc/nope' cannot be written", "fix: output_root=<a folder you can write>"),
-    (["output_root={inputs}/not_json.jsonl"], "cannot be written", "fix: output_root=<a folder you can write>"),
+    (["output_root={inputs}/not_json.jsonl"], "cannot be written: it is a file, not a folder",
+     "fix: output_root=<a folder you can write>"),
 ]
 
 

@@ -51,4 +51,4 @@ def test_output_root_write_test(tmp_path):
     assert not list((tmp_path / "new" / "deeper").iterdir())  # the test file is gone
     assert unwritable_reason(Path("/proc/nope")) == "No such file or directory"
     (tmp_path / "file").write_text("")
-    assert unwritable_reason(tmp_path / "file") is not None
+    assert unwritable_reason(tmp_path / "file") == "it is a file, not a folder"
