@@ -7,7 +7,9 @@ import os
 import signal
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator, Optional
 
 import hydra
 from omegaconf import DictConfig, OmegaConf
@@ -99,10 +101,11 @@ def _dry_run_capacity(cluster: ClusterSection, *, device: str):
         return None
 
 
-def run_sweep(cfg: DictConfig, *, run_dir: Path) -> int:
+def run_sweep(cfg: DictConfig, *, run_dir: Path, config: Optional[RunConfig] = None) -> int:
+    """`config`: the typed `cfg` where the caller already built it."""
     wall_start = time.perf_counter()
     try:
-        config = typed(cfg)  # the one conversion: everything below takes typed objects
+        config = config or typed(cfg)  # the one conversion: everything below takes typed objects
         plan = make_plan(config)
         report = parse_report_settings(config.report)
     except (ConfigError, ReportSettingsError) as exc:
@@ -322,11 +325,44 @@ def main(cfg: DictConfig) -> None:
     task(cfg)
 
 
-def task(cfg: DictConfig) -> None:
+@contextmanager
+def open_run_folder(cfg: DictConfig) -> Iterator[RunConfig]:
+    """Before anything is written for the run: the config typed (names that become paths are plain names), the
+    output root created and tested for writing, the run folder made and held by this command alone (a second
+    command on it is refused, naming the holder). Yields the typed config."""
+    from runner.sinks.run_folder import hold_run_folder, unwritable_reason
+
+    config = typed(cfg)
+    reason = unwritable_reason(Path(config.output_root).expanduser())
+    if reason:
+        raise ConfigError(f"output_root={config.output_root!r} cannot be written: {reason} "
+                          f"(fix: output_root=<a folder you can write>, e.g. output_root=outputs)")
+    run_dir = Path(str(OmegaConf.select(cfg, "hydra.run.dir"))).expanduser()
+    reason = unwritable_reason(run_dir)
+    if reason:
+        raise ConfigError(f"the run folder {run_dir} cannot be written: {reason} "
+                          f"(fix: output_root=<a folder you can write>, or run=<another name>)")
+    with hold_run_folder(run_dir, say=lambda line: print(line, file=sys.stderr, flush=True)):
+        yield config
+
+
+def task(cfg: DictConfig, config: Optional[RunConfig] = None) -> None:
+    """The job in its run folder. `config`: typed by open_run_folder, which holds the folder; without it (Hydra's
+    own entry, `python -m runner --multirun ...`) the folder is held here."""
     from hydra.core.hydra_config import HydraConfig
 
     run_dir = Path(HydraConfig.get().runtime.output_dir)
-    code = run_sweep(cfg, run_dir=run_dir)
+    if config is not None:
+        code = run_sweep(cfg, run_dir=run_dir, config=config)
+    else:
+        from runner.sinks.run_folder import RunFolderBusy, hold_run_folder
+
+        try:
+            with hold_run_folder(run_dir, say=lambda line: print(line, file=sys.stderr, flush=True)):
+                code = run_sweep(cfg, run_dir=run_dir)
+        except RunFolderBusy as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            code = 2
     if code:
         sys.exit(code)
 
@@ -334,12 +370,14 @@ def task(cfg: DictConfig) -> None:
 def console_main() -> None:
     """Composes the config once. Hydra's own flags (--help, --cfg, -m, …) go through hydra.main (which
     composes once too); a plain run composes here, so that bad overrides exit 2, each with its fix."""
+    from runner.sinks.run_folder import RunFolderBusy
+
     argv = sys.argv[1:]
     if any(arg.startswith("-") for arg in argv):
         main()
         return
     try:
-        run_job(argv, task)
-    except ConfigError as exc:
+        run_job(argv, task, prepare=open_run_folder)
+    except (ConfigError, RunFolderBusy) as exc:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(2)

@@ -8,7 +8,9 @@ folder, vLLM's engine-argument rules, the workloads' parameter classes) run in r
 from __future__ import annotations
 
 import enum
+import ipaddress
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -38,6 +40,48 @@ def _g(value) -> str:
 def _off(value) -> Any:
     """YAML reads a bare `off` as false (and an empty value as null): both mean `off`."""
     return "off" if value is False or value is None else value
+
+
+# Names joined into paths (run, sweep.name): one folder each, so a name can never lead out of output_root.
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9_.-]+")
+
+
+def plain_name_problem(value, *, where: str, example: str) -> Optional[str]:
+    """Why `value` cannot name a folder (None where it can): letters, digits, - _ . only; not . or .."""
+    text = "" if value is None else str(value)
+    if _PLAIN_NAME.fullmatch(text) and text not in (".", ".."):
+        return None
+    plain = re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-.") or example
+    return (f"{where}={text!r} must be a plain name (letters, digits, - _ .; no '/', not . or ..): it names a "
+            f"folder under output_root (fix: {where}={plain})")
+
+
+_HOST = re.compile(r"[A-Za-z0-9_](?:[A-Za-z0-9_-]*[A-Za-z0-9_])?(?:\.[A-Za-z0-9_](?:[A-Za-z0-9_-]*[A-Za-z0-9_])?)*")
+
+
+def address_problem(address) -> Optional[str]:
+    """Why `address` is not a Ray address the runner can join (None where it is): auto, or HOST:PORT with a port
+    1–65535 (ray://HOST:PORT too)."""
+    if address is None or address == "auto":
+        return None
+    text = str(address)
+    rest = text[len("ray://"):] if text.startswith("ray://") else text
+    host, sep, port = rest.rpartition(":")
+    if not sep or not host:
+        return (f"cluster.address={text!r} must be auto or HOST:PORT (fix: cluster.address=127.0.0.1:6379, "
+                f"or cluster.address=null for a local Ray)")
+    bare = host[1:-1] if host.startswith("[") and host.endswith("]") else None
+    try:
+        known = ipaddress.ip_address(bare) if bare is not None else None
+    except ValueError:
+        known = None
+    if known is None and not _HOST.fullmatch(host):
+        return (f"cluster.address={text!r}: {host!r} is not a host name or IP address "
+                f"(fix: cluster.address=127.0.0.1:{port if port.isdigit() else 6379})")
+    if not port.isdigit() or not 1 <= int(port) <= 65535:
+        return (f"cluster.address={text!r}: port {port!r} must be a number in 1–65535 "
+                f"(fix: cluster.address={host}:6379)")
+    return None
 
 
 # ---- speculative methods and the arm ------------------------------------------------------------------------
@@ -201,10 +245,9 @@ class ClusterSection:
         if self.cpus_per_engine <= 0:
             errors.append(f"cluster.cpus_per_engine={_g(self.cpus_per_engine)} must be > 0 "
                           f"(fix: cluster.cpus_per_engine=1)")
-        address = self.address
-        if address is not None and not (address == "auto" or ":" in address):
-            errors.append(f"cluster.address={address!r} must be auto or HOST:PORT (fix: cluster.address=127.0.0.1:6379, "
-                          f"or cluster.address=null for a local Ray)")
+        problem = address_problem(self.address)
+        if problem:
+            errors.append(problem)
         _problems(errors)
 
 
@@ -467,6 +510,9 @@ class SweepSection:
                               f"(fix: sweep.arms=[{{spec_method: 'off', enable_prefix_caching: true}}])")
         if self.repeats < 1:
             errors.append(f"sweep.repeats={self.repeats!r} must be an integer ≥ 1 (fix: sweep.repeats=1)")
+        problem = plain_name_problem(self.name, where="sweep.name", example="my_sweep")
+        if problem:
+            errors.append(problem)
         errors += check_grid(self.grid, self.arms or [])
         _problems(errors)
 
@@ -494,7 +540,8 @@ class RunConfig:
     report: Any = True
 
     def __post_init__(self):
-        errors = []
+        problem = plain_name_problem(self.run, where="run", example="run-1")
+        errors = [problem] if problem else []
         for method, extra in self.spec.items():
             if extra is not None and not isinstance(extra, dict):
                 errors.append(f"spec.{method} must be a dict of speculative_config keys, got {extra!r} "

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable, ContextManager, Optional
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -51,6 +51,8 @@ def _unknown_keys(node, cls, path: str) -> list[str]:
     errors = []
     for key in node.keys():
         where = f"{path}.{key}" if path else str(key)
+        if key == "hydra" and not path:
+            continue
         if key not in fields:
             if path == "sweep.grid":
                 errors.append(f"unknown grid axis {key!r}; valid: {', '.join(sorted(fields))} (fix: remove "
@@ -58,8 +60,6 @@ def _unknown_keys(node, cls, path: str) -> list[str]:
             else:
                 errors.append(f"unknown config key {where!r}; valid under {path or 'the root'}: "
                               f"{', '.join(sorted(fields))} (fix: remove {where})")
-            continue
-        if key == "hydra":
             continue
         errors += _unknown_keys(node._get_node(key), hints.get(key), where)
     return errors
@@ -111,10 +111,14 @@ def load_config(overrides: list[str]) -> RunConfig:
     return typed(compose(overrides))
 
 
-def run_job(overrides: list[str], task: Callable[[DictConfig], None], *, job_name: str = "cli") -> None:
+def run_job(overrides: list[str], task: Callable[..., None], *, job_name: str = "cli",
+            prepare: Optional[Callable[[DictConfig], ContextManager[Any]]] = None) -> None:
     """What `hydra.main` does for a single run (output folder, .hydra/, logging, HydraConfig), composing once:
-    a composition that fails raises ConfigError with each bad override's fix instead of Hydra's first message."""
+    a composition that fails raises ConfigError with each bad override's fix instead of Hydra's first message.
+    `prepare(cfg)`: entered before Hydra makes the job's folder and held while the job runs; the task gets what
+    it yields, `task(cfg, prepared)` (without it: `task(cfg)`)."""
     from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
     failed = None
@@ -125,8 +129,14 @@ def run_job(overrides: list[str], task: Callable[[DictConfig], None], *, job_nam
                                        with_log_configuration=True)
         except Exception as exc:
             failed = exc
-        if failed is None:
+        if failed is None and prepare is None:
             _run(hydra, cfg, task)
+        elif failed is None:
+            if cfg.hydra.mode is None:
+                cfg.hydra.mode = RunMode.RUN
+            HydraConfig.instance().set_config(cfg)  # as Hydra's job does, so that hydra.* interpolations resolve
+            with prepare(cfg) as prepared:
+                _run(hydra, cfg, lambda job_cfg: task(job_cfg, prepared))
     if failed is not None:  # explained outside Hydra's context (the explanation composes again, on failure only)
         raise invalid_overrides(overrides) from failed
 

@@ -12,6 +12,7 @@ a seeded offset (wrapping around), so lengths are exact and prompts reproducible
 """
 from __future__ import annotations
 
+import functools
 import json
 import random
 import sysconfig
@@ -42,9 +43,56 @@ def check_prompt_source(*, source: str, prompt_file: Optional[str]) -> list[str]
     if source == "jsonl":
         if not prompt_file:
             return ["prompt_source=jsonl needs prompt_file=<a .jsonl file>"]
-        if not Path(prompt_file).expanduser().is_file():
+        path = Path(prompt_file).expanduser()
+        if not path.is_file():
             return [f"prompt_file={prompt_file!r} does not exist"]
+        stat = path.stat()
+        problem = prompt_file_problem(str(path), stat.st_mtime_ns, stat.st_size)
+        if problem:
+            return [f"prompt_file={prompt_file!r}: {problem}"]
     return []
+
+
+@functools.lru_cache(maxsize=16)
+def prompt_file_problem(path: str, mtime_ns: int = 0, size: int = 0) -> Optional[str]:
+    """The first line of a JSONL prompt file that no run could read, with its number; None where every line reads.
+    Read whole, once per version of the file (mtime and size key the cache)."""
+    prompts = 0
+    try:
+        with open(path, "rb") as f:
+            for number, raw in enumerate(f, 1):
+                try:
+                    line = raw.decode("utf-8")
+                except UnicodeDecodeError as exc:
+                    return f"line {number} is not UTF-8 text (byte {exc.start + 1})"
+                if not line.strip():
+                    continue
+                try:
+                    row = json.loads(line)
+                except ValueError as exc:
+                    return f"line {number} is not JSON ({getattr(exc, 'msg', exc)}, column {getattr(exc, 'colno', '?')})"
+                try:
+                    _prompt_of(row)
+                except (ValueError, TypeError) as exc:
+                    return f"line {number}: {exc}"
+                prompts += 1
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror})"
+    return None if prompts else "holds no prompts (one JSON object a line)"
+
+
+def _prompt_of(row) -> str | list[int]:
+    """One line's prompt: a string, or token ids where the line gives them."""
+    if isinstance(row, str):
+        return row
+    if isinstance(row, dict) and "prompt_token_ids" in row:
+        ids = row["prompt_token_ids"]
+        if not isinstance(ids, list) or not all(isinstance(t, int) and not isinstance(t, bool) for t in ids):
+            raise ValueError("'prompt_token_ids' must be a list of integers")
+        return list(ids)
+    if isinstance(row, dict) and ("prompt" in row or "text" in row):
+        return str(row.get("prompt", row.get("text")))
+    raise ValueError("expected a string or an object with a 'prompt', 'text' or 'prompt_token_ids' key")
 
 
 def corpus_texts() -> Iterator[str]:
@@ -64,15 +112,11 @@ def jsonl_rows(path: str) -> Iterator[str | list[int]]:
         for number, line in enumerate(f, 1):
             if not line.strip():
                 continue
-            row = json.loads(line)
-            if isinstance(row, str):
-                yield row
-            elif "prompt_token_ids" in row:
-                yield [int(t) for t in row["prompt_token_ids"]]
-            elif "prompt" in row or "text" in row:
-                yield str(row.get("prompt", row.get("text")))
-            else:
-                raise ValueError(f"{path}:{number}: expected a 'prompt', 'text' or 'prompt_token_ids' key")
+            try:
+                prompt = _prompt_of(json.loads(line))
+            except (ValueError, TypeError) as exc:
+                raise ValueError(f"{path}:{number}: {exc}") from exc
+            yield prompt
 
 
 class TokenStream:

@@ -1,9 +1,11 @@
 """vLLM's own engine-argument rules (names, types, choices, numeric bounds), without importing vLLM per run.
 
 The rules come from the installed vLLM's parser (`AsyncEngineArgs.add_cli_args` on its FlexibleArgumentParser)
-and its config classes' pydantic bounds, extracted once per installed vLLM (a subprocess, ~10 s: vLLM's import)
-into a JSON cache keyed by vLLM's version and its arg_utils.py's mtime and size. Later runs read the JSON
-(milliseconds). Checking a value is pure and lives here too.
+and its config classes' pydantic bounds; the speculative_config keys from its SpeculativeConfig's fields (types,
+Literal choices, bounds); the model architectures it (or the Transformers backend it falls back to) can load.
+They are extracted once per installed vLLM (a subprocess, ~10 s: vLLM's import) into a JSON cache keyed by
+vLLM's version and its arg_utils.py's mtime and size. Later runs read the JSON (milliseconds). Checking a value
+is pure and lives here too.
 """
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ from typing import Any, Optional
 
 from runner.cache import cache_root
 
-SPEC_FORMAT = 1
+SPEC_FORMAT = 3
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -37,6 +39,22 @@ class ArgRule:
 class EngineArgSpec:
     vllm_version: str
     rules: dict[str, ArgRule]
+    # speculative_config's keys (SpeculativeConfig's fields) and how each is read; empty: not known here.
+    speculative: dict[str, ArgRule] = field(default_factory=dict)
+    # Architectures (config.json's `architectures`) vLLM can load: its registry's, and the Transformers classes
+    # its Transformers backend falls back to. None: not known here.
+    architectures: Optional[frozenset[str]] = None
+    # Name endings vLLM converts between when it resolves an architecture (ForCausalLM, ForSequenceClassification…).
+    architecture_suffixes: tuple[str, ...] = ()
+
+    def knows_architecture(self, name: str) -> Optional[bool]:
+        """Whether vLLM can resolve `name` (directly, or by swapping its ending as vLLM does); None: not known."""
+        if self.architectures is None:
+            return None
+        if name in self.architectures:
+            return True
+        return any(name.endswith(end) and name[:-len(end)] + other in self.architectures
+                   for end in self.architecture_suffixes for other in self.architecture_suffixes)
 
     @property
     def names(self) -> set[str]:
@@ -95,14 +113,20 @@ def cache_path() -> Optional[Path]:
 
 
 # ---- loading (cache first) ---------------------------------------------------------------------------------
+def _rule_from_json(r: dict) -> ArgRule:
+    choices = r.get("choices")
+    return ArgRule(kind=r.get("kind", "any"), nullable=bool(r.get("nullable")), many=bool(r.get("many")),
+                   human=bool(r.get("human")), choices=tuple(choices) if choices is not None else None,
+                   bounds=dict(r.get("bounds") or {}))
+
+
 def _from_json(data: dict) -> EngineArgSpec:
-    rules = {}
-    for name, r in data["rules"].items():
-        choices = r.get("choices")
-        rules[name] = ArgRule(kind=r.get("kind", "any"), nullable=bool(r.get("nullable")), many=bool(r.get("many")),
-                              human=bool(r.get("human")), choices=tuple(choices) if choices is not None else None,
-                              bounds=dict(r.get("bounds") or {}))
-    return EngineArgSpec(vllm_version=data.get("vllm_version", "unknown"), rules=rules)
+    architectures = data.get("architectures")
+    return EngineArgSpec(vllm_version=data.get("vllm_version", "unknown"),
+                         rules={name: _rule_from_json(r) for name, r in data["rules"].items()},
+                         speculative={name: _rule_from_json(r) for name, r in (data.get("speculative") or {}).items()},
+                         architectures=frozenset(architectures) if architectures is not None else None,
+                         architecture_suffixes=tuple(data.get("architecture_suffixes") or ()))
 
 
 def load_spec(*, refresh: bool = False) -> Optional[EngineArgSpec]:
@@ -239,7 +263,111 @@ def extract() -> dict:
         rules[action.dest] = rule
     for name, b in _bounds_by_field(set(fields)).items():
         rules[name]["bounds"] = b
-    return {"format": SPEC_FORMAT, "vllm_version": vllm.__version__, "rules": rules}
+    return {"format": SPEC_FORMAT, "vllm_version": vllm.__version__, "rules": rules,
+            "speculative": _speculative_rules(), "architectures": _architectures(),
+            "architecture_suffixes": _architecture_suffixes()}
+
+
+def _annotation_rule(annotation) -> Optional[dict]:
+    """How pydantic reads one config field's annotation, as a rule (None: a field vLLM fills in itself)."""
+    import enum
+    import types
+    import typing
+
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is typing.Annotated:
+        if any(type(m).__name__ == "SkipValidation" for m in args[1:]):
+            return None
+        return _annotation_rule(args[0])
+    if origin is typing.Literal:
+        return {"kind": "str", "choices": _literal_values(annotation)}
+    if origin in (typing.Union, types.UnionType):
+        members = [a for a in args if a is not type(None)]
+        nullable = len(members) < len(args)
+        rules = [_annotation_rule(a) or {"kind": "any"} for a in members]
+        if len(rules) == 1:
+            rule = dict(rules[0])
+        elif all(r.get("choices") is not None for r in rules):
+            rule = {"kind": "str", "choices": [c for r in rules for c in r["choices"]]}
+        elif all(r["kind"] in ("str", "any") and not r.get("many") for r in rules) and \
+                any(r["kind"] == "str" for r in rules):
+            rule = {"kind": "str"}  # a Literal or any string: no choices to hold it to
+        else:
+            rule = {"kind": "any"}
+        return {**rule, "nullable": nullable or rule.get("nullable", False)}
+    if origin in (list, tuple, set, frozenset) or annotation in (list, tuple):
+        item = _annotation_rule(args[0]) if args and origin is list else None
+        kind = item["kind"] if item and item["kind"] in ("int", "float", "str", "bool") else "any"
+        return {"kind": kind, "many": True}
+    if origin is dict or annotation is dict:
+        return {"kind": "json"}
+    if annotation in (int, float, str, bool):
+        return {"kind": annotation.__name__}
+    if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
+        return {"kind": "any"}  # vLLM's enum fields take names as well as members
+    return {"kind": "any"}
+
+
+def _literal_values(annotation) -> list:
+    import typing
+
+    out = []
+    for a in typing.get_args(annotation):
+        out += _literal_values(a) if typing.get_origin(a) is typing.Literal else [a]
+    return out
+
+
+def _speculative_rules() -> dict[str, dict]:
+    """SpeculativeConfig's fields (what `speculative_config` takes; vLLM forbids any other key)."""
+    try:
+        from vllm.config import SpeculativeConfig
+    except ImportError:  # a layout without it: the extras go unchecked, the engine arguments still are
+        return {}
+    rules = {}
+    for name, info in (getattr(SpeculativeConfig, "__pydantic_fields__", None) or {}).items():
+        if any(type(m).__name__ == "SkipValidation" for m in info.metadata or ()):
+            continue  # filled in by vLLM (the target's and the draft's model configs)
+        try:
+            rule = _annotation_rule(info.annotation)
+        except Exception:  # an annotation of a shape not seen here: any value
+            rule = {"kind": "any"}
+        if rule is None:
+            continue
+        bounds = {}
+        for m in info.metadata or ():
+            for key in ("ge", "gt", "le", "lt"):
+                v = getattr(m, key, None)
+                if isinstance(v, (int, float)) and not isinstance(v, bool):
+                    bounds[key] = v
+        rules[name] = {**rule, **({"bounds": bounds} if bounds else {})}
+    return rules
+
+
+def _architecture_suffixes() -> list[str]:
+    try:
+        from vllm.config.model import iter_architecture_defaults
+
+        return [suffix for suffix, _ in iter_architecture_defaults()]
+    except Exception:
+        return []
+
+
+def _architectures() -> Optional[list[str]]:
+    """What config.json's `architectures` may name: vLLM's registry, and the Transformers model classes its
+    Transformers backend can load when its registry has no match."""
+    try:
+        from vllm.model_executor.models.registry import ModelRegistry
+
+        names = set(ModelRegistry.get_supported_archs())
+    except Exception:
+        return None
+    try:
+        import transformers
+
+        names |= {n for n in dir(transformers) if n[:1].isupper() and ("For" in n or n.endswith("Model"))}
+    except Exception:
+        pass
+    return sorted(names)
 
 
 # ---- checking one value (pure) ------------------------------------------------------------------------------

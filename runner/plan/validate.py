@@ -31,15 +31,93 @@ def _looks_like_hub_id(path: str) -> bool:
     return path.count("/") == 1 and not path.startswith((".", "/", "~"))
 
 
-def check_model(model: ModelSection) -> list[str]:
+def check_model(model: ModelSection, *, spec=None, engine_args: Optional[dict] = None) -> list[str]:
+    """The model as vLLM will read it: a folder here (or a hub id, read where the engine runs); `spec`: vLLM's
+    rules (EngineArgSpec) for the architecture check."""
     if model.builtin:
         return []
     path = model.path
     if not path:
         return ["no model given (fix: model=tiny_mtp, or model.path=/path/to/model)"]
-    if not os.path.exists(os.path.expanduser(path)) and not _looks_like_hub_id(path):
-        return [f"model path {path!r} does not exist (fix: model.path=<an existing folder>)"]
+    errors = []
+    if not os.path.exists(os.path.expanduser(path)):
+        if not _looks_like_hub_id(path):
+            errors.append(f"model path {path!r} does not exist (fix: model.path=<an existing folder>)")
+    else:
+        errors += check_model_folder(path, spec=spec, engine_args=engine_args or {})
+    return errors + check_tokenizer(model, engine_args=engine_args or {})
+
+
+# Files any of vLLM's tokenizer modes reads (Hugging Face fast or slow, SentencePiece, Mistral's tekken).
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json", "vocab.txt",
+                   "spiece.model", "tekken.json")
+
+
+def _has_tokenizer(folder: str) -> bool:
+    return any(os.path.isfile(os.path.join(folder, name)) for name in TOKENIZER_FILES) or any(
+        name.endswith(".tiktoken") for name in os.listdir(folder))
+
+
+def check_tokenizer(model: ModelSection, *, engine_args: dict) -> list[str]:
+    """A tokenizer where vLLM will look: model.tokenizer, else the model's folder."""
+    if engine_args.get("skip_tokenizer_init") is True:
+        return []
+    if model.tokenizer:
+        folder = os.path.expanduser(model.tokenizer)
+        if not os.path.exists(folder):
+            return [] if _looks_like_hub_id(model.tokenizer) else [
+                f"model.tokenizer={model.tokenizer!r} does not exist (fix: model.tokenizer=<a tokenizer folder or "
+                f"hub id>, or model.tokenizer=null for the model's own)"]
+        if os.path.isdir(folder) and not _has_tokenizer(folder):
+            return [f"model.tokenizer={model.tokenizer!r} holds no tokenizer ({', '.join(TOKENIZER_FILES[:3])}, …) "
+                    f"(fix: model.tokenizer=<a tokenizer folder or hub id>)"]
+        return []
+    folder = os.path.expanduser(model.path or "")
+    if os.path.isdir(folder) and not _has_tokenizer(folder):
+        return [f"model folder {model.path!r} holds no tokenizer ({', '.join(TOKENIZER_FILES[:3])}, …) "
+                f"(fix: model.tokenizer=<a tokenizer folder or hub id>)"]
     return []
+
+
+def check_model_folder(path: str, *, spec=None, engine_args: dict) -> list[str]:
+    """What vLLM reads first from a local model: config.json, parseable, naming architectures it can load."""
+    import json
+
+    folder = os.path.expanduser(path)
+    if os.path.isfile(folder):
+        return [] if folder.endswith(".gguf") else [
+            f"model.path={path!r} is a file; vLLM loads a model folder (config.json, weights, tokenizer) "
+            f"(fix: model.path=<the model's folder>)"]
+    config = os.path.join(folder, "config.json")
+    if not os.path.isfile(config):
+        if os.path.isfile(os.path.join(folder, "params.json")) or engine_args.get("config_format") == "mistral":
+            return []  # Mistral's own format: vLLM reads params.json
+        return [f"model folder {path!r} has no config.json (vLLM reads the model's architecture and sizes from it) "
+                f"(fix: model.path=<a folder with config.json>)"]
+    try:
+        with open(config, encoding="utf-8") as f:
+            data = json.load(f)
+    except ValueError as exc:
+        return [f"{config} does not parse as JSON: {exc} (fix: repair that file, or model.path=<another folder>)"]
+    except OSError as exc:
+        return [f"{config} cannot be read: {exc.strerror} (fix: model.path=<a folder you can read>)"]
+    if not isinstance(data, dict):
+        return [f"{config} is not a JSON object (fix: repair that file, or model.path=<another folder>)"]
+    architectures = data.get("architectures")
+    if not (isinstance(architectures, list) and architectures and all(isinstance(a, str) for a in architectures)):
+        return [f"{config} names no architectures (a list such as [\"Qwen2ForCausalLM\"]; vLLM picks the model "
+                f"class by it) (fix: add \"architectures\" to that file, or model.path=<another folder>)"]
+    if data.get("auto_map") or spec is None or not hasattr(spec, "knows_architecture"):
+        return []  # custom code (trust_remote_code) resolves its own class
+    if any(spec.knows_architecture(a) is not False for a in architectures):
+        return []
+    import difflib
+
+    close = difflib.get_close_matches(architectures[0], sorted(spec.architectures), n=3, cutoff=0.7)
+    hint = f"; closest: {', '.join(close)}" if close else ""
+    return [f"{config} names architectures {architectures}, which vLLM {spec.vllm_version} cannot load (not in its "
+            f"model registry nor in Transformers){hint} (fix: model.path=<a model vLLM supports>, or a vLLM that "
+            f"supports it)"]
 
 
 def check_max_len(*, grid: dict, model: ModelSection) -> list[str]:
@@ -81,8 +159,7 @@ def check_workloads(*, workloads: dict, grid: dict) -> list[str]:
             except (ValueError, TypeError) as exc:
                 errors.append(str(exc))
                 break
-            errors.extend(f"workload {name!r}: {e} (fix: workload.{name}.{e.split('=')[0]}=<a valid value>)"
-                          for e in params.validate())
+            errors.extend(f"workload {name!r}: {e} (fix: {_workload_fix(name, e)})" for e in params.validate())
             need = params.max_sequence_tokens()
             for n in max_lens:
                 if need > n:
@@ -90,6 +167,13 @@ def check_workloads(*, workloads: dict, grid: dict) -> list[str]:
                                   f"max_model_len={n} (fix: shrink workload.{name} sizes or raise "
                                   f"sweep.grid.max_model_len)")
     return errors
+
+
+def _workload_fix(name: str, error: str) -> str:
+    key = error.split("=")[0]
+    if key == "prompt_file" and ": line " in error:
+        return f"repair that line, or workload.{name}.prompt_file=<another JSONL file>"
+    return f"workload.{name}.{key}=<a valid value>"
 
 
 def engine_arg_spec():
@@ -212,6 +296,49 @@ def check_spec_extra(*, spec_extra: dict, methods: Iterable[str]) -> list[str]:
     return errors
 
 
+def check_spec_rules(*, spec_extra: dict, spec) -> list[str]:
+    """Each spec.<method> key and value by the installed vLLM's speculative_config rules (its SpeculativeConfig's
+    fields, which forbid any other key), and vLLM's n-gram rule prompt_lookup_min ≤ prompt_lookup_max."""
+    import difflib
+
+    from runner.config.schema import SpecArm
+    from runner.plan.engine_args import describe_valid, example_value, value_problem
+
+    rules = getattr(spec, "speculative", None)
+    if not rules:
+        return []
+    errors = []
+    for method, extra in (spec_extra or {}).items():
+        broken = False
+        for key, value in (extra or {}).items():
+            if key in ("method", "num_speculative_tokens"):
+                continue  # the arm's own (check_spec_extra says so)
+            rule = rules.get(key)
+            if rule is None:
+                broken = True
+                close = difflib.get_close_matches(key, sorted(rules), n=1, cutoff=0.75)
+                valid = sorted(set(rules) - {"method", "num_speculative_tokens"})
+                hint = (f"did you mean {close[0]!r}? (fix: ++spec.{method}.{close[0]}={_yaml_text(value)})" if close
+                        else f"valid: {', '.join(valid)} (fix: remove spec.{method}.{key})")
+                errors.append(f"spec.{method}.{key} is not a key of vLLM {spec.vllm_version}'s speculative_config; "
+                              f"{hint}")
+                continue
+            problem = value_problem(rule, value)
+            if problem:
+                broken = True
+                errors.append(f"spec.{method}.{key}={_yaml_text(value)} {problem} for vLLM {spec.vllm_version}'s "
+                              f"speculative_config; valid: {describe_valid(rule)} "
+                              f"(fix: ++spec.{method}.{key}={example_value(rule)})")
+        if broken or method not in ("ngram", "ngram_gpu") or method not in SPEC_METHODS:
+            continue
+        merged = SpecArm(method=method, k=1).speculative_config(extra)
+        low, high = merged.get("prompt_lookup_min"), merged.get("prompt_lookup_max")
+        if isinstance(low, int) and isinstance(high, int) and low > high:
+            errors.append(f"spec.{method}: prompt_lookup_min={low} must be ≤ prompt_lookup_max={high} (vLLM's rule) "
+                          f"(fix: ++spec.{method}.prompt_lookup_min={high}, or ++spec.{method}.prompt_lookup_max={low})")
+    return errors
+
+
 def check_engine_arg_rules(*, spec, engine_args: dict, engine_axes: dict, grid: dict) -> list[str]:
     """Every engine-argument value, by vLLM's own rules for the installed version (spec: EngineArgSpec)."""
     from runner.plan.engine_args import describe_valid, example_value, value_problem
@@ -242,9 +369,11 @@ def validate(config: RunConfig, *, known_engine_args=None) -> None:
     """`known_engine_args`: vLLM's rules (EngineArgSpec from engine_arg_spec()), a set of names, or None."""
     engine_args, engine_axes, workloads = config.engine.args, config.sweep.engine_axes, config.workload
     grid = grid_values(config.sweep)
-    errors = check_model(config.model) + check_max_len(grid=grid, model=config.model)
+    errors = check_model(config.model, spec=known_engine_args, engine_args=engine_args)
+    errors += check_max_len(grid=grid, model=config.model)
     errors += check_runner_owned(engine_args=engine_args, engine_axes=engine_axes)
     errors += check_spec_extra(spec_extra=config.spec, methods=config.spec_methods)
+    errors += check_spec_rules(spec_extra=config.spec, spec=known_engine_args)
     errors += check_engine_arg_rules(spec=known_engine_args, engine_args=engine_args, engine_axes=engine_axes,
                                      grid=grid)
     errors += check_workloads(workloads=workloads, grid=grid) if workloads else [

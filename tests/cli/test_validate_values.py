@@ -21,6 +21,13 @@ def test_spec_is_extracted_once_then_read_from_the_cache(tmp_path, monkeypatch):
     assert rules["max_num_seqs"]["kind"] == "int" and rules["max_num_seqs"]["bounds"] == {"ge": 1}
     assert "fp8" in rules["kv_cache_dtype"]["choices"] and rules["enforce_eager"]["kind"] == "bool"
     assert not rules["enforce_eager"].get("many")
+    # speculative_config's fields and the loadable architectures come with them
+    assert spec.speculative["prompt_lookup_max"].bounds == {"ge": 1} and spec.speculative["prompt_lookup_max"].nullable
+    assert "synthetic" in spec.speculative["rejection_sample_method"].choices
+    assert "target_model_config" not in spec.speculative  # vLLM fills it in itself
+    assert spec.knows_architecture("Qwen2ForCausalLM") and spec.knows_architecture("MiMoForCausalLM")
+    assert spec.knows_architecture("Qwen2ForSequenceClassification")  # vLLM converts between endings
+    assert spec.knows_architecture("Qwen2ForCausalLMM") is False
 
     def no_extract():
         raise AssertionError("the cache was not used")

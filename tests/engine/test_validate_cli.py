@@ -1,11 +1,16 @@
-"""The README's override forms through the real CLI on real CPU engines."""
+"""The README's override forms through the real CLI on real CPU engines; one command per run folder."""
 from __future__ import annotations
+
+import os
+import signal
+import time
 
 import pytest
 
 from runner.sinks.parquet import read_frame
+from runner.sinks.run_folder import LOCK_NAME, LockHolder
 
-from tests.support.cli import run_cli
+from tests.support.cli import run_cli, session_processes, start_cli, wait_until_gone
 
 pytestmark = pytest.mark.engine
 
@@ -13,7 +18,6 @@ pytestmark = pytest.mark.engine
 @pytest.mark.engine
 def test_documented_forms_run_on_real_engines(tmp_path):
     """The README's dict forms for engine axes and explicit arms, together, on real CPU engines."""
-    
     run_cli("run=real", "sweep.name=forms", "tracking=none", "report=false",
             "sweep.engine_axes={kv_cache_dtype:[auto,fp8]}",
             "sweep.arms=[{spec_method:off},{spec_method:mtp,num_speculative_tokens:2}]",
@@ -35,3 +39,43 @@ def test_documented_forms_run_on_real_engines(tmp_path):
 def _cpu_has_fp8_kv() -> bool:
     text = open("/proc/cpuinfo").read()
     return "avx512" in text or "amx" in text
+
+
+# One trial on the embedded model (dummy weights: no training needed), nothing else.
+ONE_TRIAL = ["run=held", "sweep.name=lock", "tracking=none", "report=false", "model.weights=dummy",
+             "model.load_format=dummy", "sweep.grid.spec_method=[off]", "sweep.grid.concurrency=[1]",
+             "sweep.grid.max_model_len=[256]", "workload.decode.input_len=16", "workload.decode.output_len=4"]
+
+
+@pytest.mark.engine
+def test_one_command_per_run_folder_and_a_killed_holder_is_taken_over(tmp_path):
+    """Two commands on one run started together: one runs, the other is refused naming it. The one that runs is
+    killed with SIGKILL once it has begun; the same command again takes its lock over, says so, and runs the trial."""
+    run_dir = tmp_path / "lock" / "held"
+    first, second = start_cli(*ONE_TRIAL, output_root=tmp_path), start_cli(*ONE_TRIAL, output_root=tmp_path)
+    deadline = time.monotonic() + 300
+    while first.poll() is None and second.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    refused, holder = (first, second) if first.poll() is not None else (second, first)
+    _, stderr = refused.communicate(timeout=60)
+    assert refused.returncode == 2, stderr[-3000:]
+    assert f"run folder {run_dir} is in use by another command: pid {holder.pid} on " in stderr, stderr[-3000:]
+    assert "Traceback" not in stderr
+    while not (run_dir / "config.yaml").exists() and holder.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)  # config.yaml is written once the sweep has begun
+    assert holder.poll() is None, holder.communicate()[1][-3000:]
+    os.kill(holder.pid, signal.SIGKILL)
+    holder.communicate(timeout=60)
+    for line in session_processes(holder.pid):  # what it started (Ray) dies with it, as a terminal's job would
+        try:
+            os.kill(int(line.split()[0]), signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    assert wait_until_gone(holder.pid) == []
+    assert LockHolder.parse((run_dir / LOCK_NAME).read_text()).pid == holder.pid  # left behind, not released
+
+    proc = run_cli(*ONE_TRIAL, output_root=tmp_path)
+    assert f"note: taking over the lock of {run_dir} left by pid {holder.pid} on " in proc.stderr, proc.stderr[-3000:]
+    trials = read_frame(run_dir, "trials")
+    assert len(trials) == 1 and (trials.status == "ok").all()
+    assert (run_dir / LOCK_NAME).read_text() == ""

@@ -7,74 +7,10 @@ import pytest
 from runner.plan.engine_args import ArgRule, value_problem
 from runner.plan.grid import PlanError
 
+from tests.support.malformed import REFUSED
 from tests.support.plans import plan_error
 
 ARMS = "sweep.arms=[{spec_method:off},{spec_method:mtp,num_speculative_tokens:2}]"
-
-REFUSED = [
-    # (overrides, what the message must say, the fix it must name)
-    # values, by the installed vLLM's parser types, choices and config bounds
-    (["sweep.engine_axes={kv_cache_dtype:[auto,fp9]}"], "sweep.engine_axes.kv_cache_dtype=fp9 is not one of vLLM's values",
-     "valid: auto, bfloat16"),
-    (["sweep.engine_axes={kv_cache_dtype:[auto,fp9]}"], "sweep.engine_axes.kv_cache_dtype=fp9",
-     "fix: sweep.engine_axes.kv_cache_dtype=[auto]"),
-    (["engine.args.max_num_seqs=0"], "engine.args.max_num_seqs=0 must be ≥ 1", "fix: engine.args.max_num_seqs=1"),
-    (["sweep.engine_axes={max_num_seqs:[8,-1]}"], "sweep.engine_axes.max_num_seqs=-1 must be ≥ 1",
-     "fix: sweep.engine_axes.max_num_seqs=[1]"),
-    (["engine.args.enforce_eager=maybe"], "engine.args.enforce_eager=maybe must be true or false",
-     "fix: engine.args.enforce_eager=true"),
-    (["engine.args.seed=abc"], "engine.args.seed=abc must be an integer", "fix: engine.args.seed=1"),
-    (["+engine.args.dtype=float8"], "engine.args.dtype=float8 is not one of vLLM's values", "fix: engine.args.dtype=auto"),
-    (["+engine.args.block_size=0"], "engine.args.block_size=0 must be > 0", "fix: engine.args.block_size=1"),
-    (["+engine.args.compilation_config=5"], "engine.args.compilation_config=5 must be a dict",
-     "fix: engine.args.compilation_config={key: value}"),
-    (["sweep.engine_axes={kv_cache_dtyp:[auto]}"], "did you mean 'kv_cache_dtype'",
-     "fix: sweep.engine_axes.kv_cache_dtype="),
-    (["sweep.engine_axes={kv_cache_dtype:[]}"], "engine axis 'kv_cache_dtype' has no values",
-     "fix: sweep.engine_axes.kv_cache_dtype=[...]"),
-    # keys the runner owns (issue 12 item 7): the row would say otherwise than the engine ran
-    (["+engine.args.speculative_config={method:mtp,num_speculative_tokens:2}"],
-     "engine.args.speculative_config is set by the runner", "fix: remove engine.args.speculative_config; use sweep.grid.spec_method=[mtp]"),
-    (["sweep.engine_axes={speculative_config:[{method:ngram}]}"], "sweep.engine_axes.speculative_config is set by the runner",
-     "use sweep.grid.spec_method=[ngram]"),
-    (["+engine.args.model=/tmp/other"], "engine.args.model is set by the runner", "use model.path="),
-    (["+engine.args.tokenizer=/tmp/tok"], "engine.args.tokenizer is set by the runner", "use model.tokenizer="),
-    (["+engine.args.load_format=dummy"], "engine.args.load_format is set by the runner", "use model.load_format="),
-    (["+engine.args.max_model_len=4096"], "engine.args.max_model_len is set by the runner",
-     "use sweep.grid.max_model_len=[4096]"),
-    (["+engine.args.gpu_memory_utilization=0.5"], "engine.args.gpu_memory_utilization is set by the runner",
-     "use sweep.grid.gpu_memory_utilization=[0.5]"),
-    (["sweep.engine_axes={enable_prefix_caching:[true,false]}"],
-     "sweep.engine_axes.enable_prefix_caching is set by the runner", "use sweep.grid.enable_prefix_caching=[true,false]"),
-    (["+engine.args.tensor_parallel_size=2"], "engine.args.tensor_parallel_size is set by the runner",
-     "use engine.tensor_parallel_size=2"),
-    (["+engine.args.spec_method=mtp"], "engine.args.spec_method is set by the runner", "use sweep.grid.spec_method=[mtp]"),
-    (["+engine.args.spec_tokens=2"], "engine.args.spec_tokens is set by the runner",
-     "use sweep.grid.num_speculative_tokens=[2]"),
-    (["+spec.mtp.num_speculative_tokens=3"], "spec.mtp.num_speculative_tokens is set by the runner per arm",
-     "fix: remove spec.mtp.num_speculative_tokens"),
-    (["+spec.ngram.method=mtp"], "spec.ngram.method is set by the runner per arm", "fix: remove spec.ngram.method"),
-    # methods whose required inputs are missing
-    (["sweep.grid.spec_method=[off,eagle]"], "speculative method 'eagle' needs its draft model",
-     "fix: +spec.eagle.model=<path to the eagle draft model>"),
-    (["sweep.grid.spec_method=[eagle3]"], "speculative method 'eagle3' needs its draft model", "fix: +spec.eagle3.model="),
-    (["sweep.arms=[{spec_method:draft_model,num_speculative_tokens:2}]"],
-     "speculative method 'draft_model' needs its draft model", "fix: +spec.draft_model.model="),
-    # sweep-level keys, by type
-    (["sweep.arms=5"], "sweep.arms=5 must be a list", "fix: sweep.arms=[{spec_method:off}"),
-    (["sweep.engine_axes=[kv_cache_dtype]"], "must be a dict of engine argument", "fix: sweep.engine_axes={kv_cache_dtype:"),
-    (["sweep.engine_axes={kv_cache_dtype:{a:1}}"], "sweep.engine_axes.kv_cache_dtype must be a list of values",
-     "fix: sweep.engine_axes={kv_cache_dtype:[<value>,<value>]}"),
-    (["sweep.race=maybe"], "sweep.race='maybe' must be true or false", "fix: sweep.race=false"),
-    (["sweep.repeats=abc"], "sweep.repeats='abc' must be an integer ≥ 1", "fix: sweep.repeats=1"),
-    (["sweep.arms=[{spec_method:mtp,kv_cache_dtype:fp8}]"], "names 'kv_cache_dtype', not an engine axis",
-     "fix: remove it from sweep.arms[0]"),
-    (["sweep.engine_axes.kv_cache_dtype=[auto,fp8]"], "sweep.engine_axes is empty",
-     "fix: sweep.engine_axes={kv_cache_dtype:[auto,fp8]}, or +sweep.engine_axes.kv_cache_dtype=[auto,fp8]"),
-    (["+engine.args.speculative_config={method:ngram,num_speculative_tokens:3,prompt_lookup_max:4}"],
-     "engine.args.speculative_config is set by the runner",
-     "use sweep.grid.spec_method=[ngram] sweep.grid.num_speculative_tokens=[3] ++spec.ngram.prompt_lookup_max=4"),
-]
 
 
 @pytest.mark.parametrize("overrides,message,fix", REFUSED, ids=[" ".join(c[0]) for c in REFUSED])

@@ -101,8 +101,10 @@ def test_jsonl_prompts(tmp_path):
     assert prompts.check_prompt_source(source="jsonl", prompt_file=str(tmp_path / "missing.jsonl"))
     bad = tmp_path / "bad.jsonl"
     bad.write_text(json.dumps({"question": "x"}) + "\n")
-    with pytest.raises(ValueError, match="bad.jsonl:1"):
+    with pytest.raises(ValueError, match="bad.jsonl': line 1: expected"):  # read whole before any prompt is made
         PromptMaker(source="jsonl", engine=FakeEngine(), prompt_file=str(bad)).tokens(length=3, seed=0)
+    with pytest.raises(ValueError, match="bad.jsonl:1"):
+        list(prompts.jsonl_rows(str(bad)))
 
 
 def test_needle_is_seeded_and_inserted_without_changing_the_length():
