@@ -127,6 +127,12 @@ class TrialRecord(EngineSettings):
     workload_params_json: str
     api: str = "async"
     concurrency: int = 1
+    # The engine's real batch size over the measure window (vLLM's running requests at each engine step, plus
+    # those the step finished): what a dynamic draft-count schedule keys on, unlike the client's concurrency.
+    engine_steps: Optional[int] = None  # engine steps that carried at least one request
+    batch_size_mean: Optional[float] = None  # requests per step
+    batch_size_p50: Optional[float] = None
+    batch_size_max: Optional[int] = None
     repeat: int = 0
     status: str = TrialStatus.OK  # a TrialStatus
     failure_kind: Optional[str] = None

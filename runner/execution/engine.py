@@ -82,9 +82,11 @@ class EngineHost:
         from vllm.engine.arg_utils import AsyncEngineArgs
         from vllm.v1.engine.async_llm import AsyncLLM
 
+        from runner.execution.step_logger import StepLogger
+
         kwargs = engine_kwargs(engine=self.config, model=self.model)
         started = time.perf_counter()
-        self._llm = AsyncLLM.from_engine_args(AsyncEngineArgs(**kwargs))
+        self._llm = AsyncLLM.from_engine_args(AsyncEngineArgs(**kwargs), stat_loggers=[StepLogger])
         load_s = time.perf_counter() - started
         if not self.vocab_size:
             self.vocab_size = self._llm.vllm_config.model_config.get_vocab_size()
@@ -211,10 +213,13 @@ class OfflineEngineHost(EngineHost):
     async def start(self) -> dict:
         from vllm import LLM
 
+        from runner.execution.step_logger import attach_to_llm
+
         kwargs = engine_kwargs(engine=self.config, model=self.model)
         started = time.perf_counter()
         self._llm = LLM(**kwargs)
         load_s = time.perf_counter() - started
+        attach_to_llm(self._llm)
         if not self.vocab_size:
             self.vocab_size = self._vllm_config().model_config.get_vocab_size()
         return {"load_s": load_s, **self._capacity(), **await self._memory(), "api": "offline",
