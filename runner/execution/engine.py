@@ -7,6 +7,7 @@ import socket
 import time
 from typing import Optional
 
+from runner.execution.spec_compat import with_version_compat
 from runner.measurement.metrics import Timeline
 from runner.measurement.workloads.base import RequestResult
 from runner.models.source import ModelSource
@@ -28,7 +29,7 @@ def engine_kwargs(*, engine: EngineConfig, model: ModelSource) -> dict:
         disable_log_stats=False,
         worker_extension_cls="runner.execution.worker_probe.MemoryProbe",
     )
-    spec = s.spec.speculative_config(engine.spec_extra)
+    spec = s.speculative_config(engine.spec_extra)
     if spec is not None:
         kwargs["speculative_config"] = spec
         if per_request_spec_supported():
@@ -76,6 +77,8 @@ class EngineHost:
         self._tokenizer = None
         self._ids = itertools.count()
         self.in_flight: set[str] = set()
+        # Engine arguments the runner added for the installed vLLM (JSON; None: none), for the engine row.
+        self.added_engine_args: Optional[str] = None
 
     async def start(self) -> dict:
         """Loads the engine; returns the engine-record columns it can fill."""
@@ -84,14 +87,15 @@ class EngineHost:
 
         from runner.execution.step_logger import StepLogger
 
-        kwargs = engine_kwargs(engine=self.config, model=self.model)
+        kwargs, self.added_engine_args = with_version_compat(engine_kwargs(engine=self.config, model=self.model))
         started = time.perf_counter()
         self._llm = AsyncLLM.from_engine_args(AsyncEngineArgs(**kwargs), stat_loggers=[StepLogger])
         load_s = time.perf_counter() - started
         if not self.vocab_size:
             self.vocab_size = self._llm.vllm_config.model_config.get_vocab_size()
         return {"load_s": load_s, **self._capacity(), **await self._memory(), "api": "async",
-                "per_request_spec_metrics": per_request_spec_status(kwargs)}
+                "per_request_spec_metrics": per_request_spec_status(kwargs),
+                "added_engine_args_json": self.added_engine_args}
 
     def _vllm_config(self):
         return self._llm.vllm_config
@@ -215,7 +219,7 @@ class OfflineEngineHost(EngineHost):
 
         from runner.execution.step_logger import attach_to_llm
 
-        kwargs = engine_kwargs(engine=self.config, model=self.model)
+        kwargs, self.added_engine_args = with_version_compat(engine_kwargs(engine=self.config, model=self.model))
         started = time.perf_counter()
         self._llm = LLM(**kwargs)
         load_s = time.perf_counter() - started
@@ -223,7 +227,8 @@ class OfflineEngineHost(EngineHost):
         if not self.vocab_size:
             self.vocab_size = self._vllm_config().model_config.get_vocab_size()
         return {"load_s": load_s, **self._capacity(), **await self._memory(), "api": "offline",
-                "per_request_spec_metrics": per_request_spec_status(kwargs)}
+                "per_request_spec_metrics": per_request_spec_status(kwargs),
+                "added_engine_args_json": self.added_engine_args}
 
     def _vllm_config(self):
         return self._llm.llm_engine.vllm_config
