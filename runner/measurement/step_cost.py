@@ -162,3 +162,21 @@ def contenders(predictions: Iterable[SpeedPrediction], *, aggregate: bool = True
 def _reaches(interval: Interval, value: float) -> bool:
     hi = interval.hi if interval.hi == interval.hi else interval.point  # one repeat: the point only
     return hi >= value
+
+
+def predicted_best_k(predictions: Iterable[SpeedPrediction], *, method: str, profile: Optional[str] = None,
+                     aggregate: bool = True) -> dict[int, list[int]]:
+    """Batch size (each point's measured requests per step, rounded) → the draft counts tied for first there by
+    prediction (the contenders), for runner.measurement.draft_schedule.build_schedule (ties go to the smaller k;
+    k = 0 where spec off was measured and speculation is predicted to lose). Points of one batch size pool their
+    contenders."""
+    by_point: dict[tuple, list[SpeedPrediction]] = {}
+    for p in predictions:
+        if p.method == method and p.profile == profile:
+            by_point.setdefault(p.point_key, []).append(p)
+    best: dict[int, list[int]] = {}
+    for points in by_point.values():
+        batch = max(1, round(sum(p.batch_size for p in points) / len(points)))
+        best.setdefault(batch, [])
+        best[batch] += [k for k in contenders(points, aggregate=aggregate) if k not in best[batch]]
+    return best

@@ -68,3 +68,19 @@ def test_contenders_are_the_best_and_those_whose_interval_reaches_it():
     # AL(1)=1.9 at 0.0167 s beats off (1.0 at 0.010 s); k=3 (2.0 at 0.030 s) does not reach it.
     assert contenders(by_k.values())[0] == 1
     assert 3 not in contenders(by_k.values())
+
+
+def test_predicted_best_k_per_batch_size_feeds_the_schedule():
+    from runner.measurement.draft_schedule import build_schedule
+    from runner.measurement.step_cost import predicted_best_k
+
+    trials = []
+    for r, jitter in enumerate((1.0, 1.01, 0.99)):
+        # Alone: drafting is nearly free (k=3 wins); at 16 sessions each draft costs (off wins).
+        trials += [_row(method="off", k=0, rates=(), itl=0.010 * jitter, repeat=r, batch=1.0),
+                   _row(k=3, rates=(0.8, 0.6, 0.4), itl=0.011 * jitter, repeat=r, batch=1.0),
+                   _row(method="off", k=0, rates=(), itl=0.010 * jitter, repeat=r, concurrency=16, batch=16.0),
+                   _row(k=3, rates=(0.8, 0.6, 0.4), itl=0.040 * jitter, repeat=r, concurrency=16, batch=16.0)]
+    best = predicted_best_k(predict_speeds(trials), method="mtp")
+    assert best == {1: [3], 16: [0]}
+    assert build_schedule(best, max_num_seqs=32).as_list() == [[1, 15, 3], [16, 32, 0]]
