@@ -100,9 +100,10 @@ class EngineSettings:
         config = self.spec.speculative_config(extra)
         if config is None:
             return None
-        if self.spec_schedule:
+        if isinstance(self.spec_schedule, str) and self.spec_schedule:
             config["num_speculative_tokens_per_batch_size"] = json.loads(self.spec_schedule)
-        config.update(profile_of_text(self.spec_acceptance_profile).speculative_keys(self.spec.k))
+        profile = self.spec_acceptance_profile if isinstance(self.spec_acceptance_profile, str) else None
+        config.update(profile_of_text(profile).speculative_keys(self.spec.k))
         return config
 
 

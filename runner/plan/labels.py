@@ -44,13 +44,13 @@ def spec_parts(s: EngineSettings) -> dict[str, str]:
     if s.spec.off:
         return {"sched": "static", "accept": "real"}
     sched = "static"
-    if s.spec_schedule:
+    if isinstance(s.spec_schedule, str) and s.spec_schedule:  # rows read back hold NaN for null
         try:
             sched = ",".join(f"{a}:{k}" if a == b else f"{a}-{b}:{k}" for a, b, k in json.loads(s.spec_schedule))
         except (TypeError, ValueError):
             sched = str(s.spec_schedule)
     accept = "real"
-    if s.spec_acceptance_profile:
+    if isinstance(s.spec_acceptance_profile, str) and s.spec_acceptance_profile:
         try:
             accept = "/".join(f"{r:g}" for r in json.loads(s.spec_acceptance_profile)[:s.spec.k])
         except (TypeError, ValueError):

@@ -139,3 +139,12 @@ def test_piecewise_graphs_only_where_vllm_does_not_switch_itself():
     assert schedule_graph_args(chosen, vllm_overrides=False, cuda=True) == {}
     static = {"speculative_config": {"method": "mtp", "num_speculative_tokens": 2}}
     assert schedule_graph_args(static, vllm_overrides=False, cuda=True) == {}
+
+
+def test_labels_of_rows_read_back_with_nan_for_null():
+    from runner.plan.labels import labels_of_rows
+
+    base = {"model": "m", "spec_method": "mtp", "num_speculative_tokens": 3, "engine_args_json": "{}"}
+    rows = [{**base, "engine_id": "a", "spec_schedule": float("nan"), "spec_acceptance_profile": float("nan")},
+            {**base, "engine_id": "b", "spec_schedule": "[[1,1,3],[2,8,1]]", "spec_acceptance_profile": None}]
+    assert labels_of_rows(rows) == {"a": "mtp:3 sched=static", "b": "mtp:3 sched=1:3,2-8:1"}
