@@ -122,10 +122,11 @@ def chosen_k(best: BestK) -> int:
     return min(ks)
 
 
-def build_schedule(best: Mapping[int, BestK], *, max_num_seqs: int) -> DraftSchedule:
+def build_schedule(best: Mapping[int, BestK], *, max_num_seqs: int) -> Optional[DraftSchedule]:
     """Merged ranges from batch size 1 up to max_num_seqs from `batch size → best k` (or the ks tied for first;
     k = 0 where speculation loses). A measured batch size's k holds from it up to the next measured one; the
-    smallest extends down to 1. Batch sizes above max_num_seqs never run and are left out."""
+    smallest extends down to 1. Batch sizes above max_num_seqs never run and are left out. None when k = 0 at
+    every batch size: no schedule, spec off."""
     if max_num_seqs < 1:
         raise ScheduleError(f"max_num_seqs={max_num_seqs} must be >= 1")
     points = sorted((int(b), chosen_k(k)) for b, k in best.items() if 1 <= int(b) <= max_num_seqs)
@@ -139,6 +140,8 @@ def build_schedule(best: Mapping[int, BestK], *, max_num_seqs: int) -> DraftSche
             ranges[-1][1] = end
         else:
             ranges.append([start, end, k])
+    if all(k == 0 for _, _, k in ranges):
+        return None
     return DraftSchedule(tuple(tuple(r) for r in ranges))
 
 

@@ -29,9 +29,10 @@ def step_time_s(row: Mapping) -> Optional[float]:
     return float(value) if value else None
 
 
-def batch_size(row: Mapping) -> float:
-    """Requests per engine step (measured), or the client's concurrency where the trial has no step tally."""
-    value = _plain(row.get("batch_size_mean"))
+def batch_size(row: Mapping, column: str = "batch_size_mean") -> float:
+    """Requests per engine step (measured: mean or p50), or the client's concurrency where the trial has no step
+    tally."""
+    value = _plain(row.get(column))
     return float(value) if value else float(row.get("concurrency") or 1)
 
 
@@ -56,7 +57,8 @@ class SpeedPrediction:
     profile: Optional[str]  # the synthetic acceptance profile of the method's engines (None: real)
     k: int
     measured: bool  # an engine drafting k ran here (its own step time, not an interpolation)
-    batch_size: float
+    batch_size: float  # mean requests per step (the aggregate's multiplier)
+    batch_size_p50: float  # the median step's requests: the batch size a schedule keys this point on
     acceptance_length: Interval
     step_s: Interval
     tok_s_per_session: Interval
@@ -74,6 +76,7 @@ class _Repeat:
     measured: dict[int, float] = field(default_factory=dict)  # engine k → its own AL
     lengths: dict[int, list[float]] = field(default_factory=dict)  # chain drafter's engine k → AL(1..k)
     batches: list[float] = field(default_factory=list)
+    medians: list[float] = field(default_factory=list)
 
 
 def predict_speeds(trials: Iterable[Mapping]) -> list[SpeedPrediction]:
@@ -87,13 +90,14 @@ def predict_speeds(trials: Iterable[Mapping]) -> list[SpeedPrediction]:
         repeat = int(row.get("repeat") or 0)
         method = str(row.get("spec_method") or "off")
         if method == "off":
-            off.setdefault(point, {})[repeat] = (step_time_s(row), batch_size(row))
+            off.setdefault(point, {})[repeat] = (step_time_s(row), batch_size(row), batch_size(row, "batch_size_p50"))
             continue
         k = int(row.get("num_speculative_tokens") or 0)
         rep = arms.setdefault((point, method, _plain(row.get("spec_acceptance_profile"))), {}).setdefault(
             repeat, _Repeat())
         rep.steps[k] = step_time_s(row)
         rep.batches.append(batch_size(row))
+        rep.medians.append(batch_size(row, "batch_size_p50"))
         own = _plain(row.get("spec_mean_acceptance_length"))
         if own:
             rep.measured[k] = float(own)
@@ -102,10 +106,11 @@ def predict_speeds(trials: Iterable[Mapping]) -> list[SpeedPrediction]:
             rep.lengths[k] = lengths
     out = []
     for (point, method, profile), repeats in arms.items():
-        for repeat, (step, batch) in off.get(point, {}).items():
+        for repeat, (step, batch, median) in off.get(point, {}).items():
             rep = repeats.setdefault(repeat, _Repeat())
             rep.steps.setdefault(0, step)
             rep.batches.append(batch)
+            rep.medians.append(median)
         k_max = max(k for rep in repeats.values() for k in rep.steps)
         measured_ks = {k for rep in repeats.values() for k in rep.steps}
         for k in range(0, k_max + 1):
@@ -116,9 +121,11 @@ def predict_speeds(trials: Iterable[Mapping]) -> list[SpeedPrediction]:
             if not per:
                 continue
             length, step, batch = (list(v) for v in zip(*per))
+            medians = [m for rep in repeats.values() for m in rep.medians]
             out.append(SpeedPrediction(
                 coordinates=dict(zip(POINT_COLUMNS, point)), method=method, profile=profile, k=k,
                 measured=k in measured_ks, batch_size=sum(batch) / len(batch),
+                batch_size_p50=sorted(medians)[len(medians) // 2],
                 acceptance_length=mean_interval(length), step_s=mean_interval(step),
                 tok_s_per_session=mean_interval([a / s for a, s in zip(length, step)]),
                 tok_s_aggregate=mean_interval([b * a / s for a, s, b in zip(length, step, batch)]), n=len(per)))
@@ -166,7 +173,7 @@ def _reaches(interval: Interval, value: float) -> bool:
 
 def predicted_best_k(predictions: Iterable[SpeedPrediction], *, method: str, profile: Optional[str] = None,
                      aggregate: bool = True) -> dict[int, list[int]]:
-    """Batch size (each point's measured requests per step, rounded) → the draft counts tied for first there by
+    """Batch size (each point's median requests per step, rounded) → the draft counts tied for first there by
     prediction (the contenders), for runner.measurement.draft_schedule.build_schedule (ties go to the smaller k;
     k = 0 where spec off was measured and speculation is predicted to lose). Points of one batch size pool their
     contenders."""
@@ -176,7 +183,7 @@ def predicted_best_k(predictions: Iterable[SpeedPrediction], *, method: str, pro
             by_point.setdefault(p.point_key, []).append(p)
     best: dict[int, list[int]] = {}
     for points in by_point.values():
-        batch = max(1, round(sum(p.batch_size for p in points) / len(points)))
+        batch = max(1, round(points[0].batch_size_p50))
         best.setdefault(batch, [])
         best[batch] += [k for k in contenders(points, aggregate=aggregate) if k not in best[batch]]
     return best

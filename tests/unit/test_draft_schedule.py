@@ -26,8 +26,9 @@ def test_k0_where_speculation_loses():
     assert schedule.as_list() == [[1, 7, 2], [8, 16, 0]]
     assert schedule.k_at(10) == 0
     assert schedule.speculative_config("mtp")["num_speculative_tokens"] == 2
+    assert build_schedule({1: 0, 4: 0}, max_num_seqs=8) is None  # speculation loses everywhere: spec off
     with pytest.raises(ScheduleError, match="spec off"):
-        build_schedule({1: 0, 4: 0}, max_num_seqs=8)
+        DraftSchedule.parse([[1, 8, 0]])
 
 
 def test_ties_go_to_the_smaller_k():

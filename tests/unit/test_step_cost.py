@@ -11,7 +11,7 @@ def _row(method="mtp", k=3, rates=(0.8, 0.6, 0.3), itl=0.016, repeat=0, concurre
            "workload_params_json": "{}", "concurrency": concurrency, "repeat": repeat, "itl_mean_s": itl,
            "spec_num_drafts": 100 if k else None, "spec_acceptance_per_position": list(rates),
            "spec_mean_acceptance_length": 1 + sum(rates) if k else None,
-           "batch_size_mean": batch, "spec_schedule": None, "spec_acceptance_profile": None}
+           "batch_size_mean": batch, "batch_size_p50": batch, "spec_schedule": None, "spec_acceptance_profile": None}
     row.update(extra)
     return row
 
