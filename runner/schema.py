@@ -77,6 +77,12 @@ class EngineSettings:
     tensor_parallel_size: int = 1
     # Everything else passed through to vLLM, as canonical JSON.
     engine_args_json: str = "{}"
+    # A draft-count schedule ([[start, end, k], ...] as JSON; num_speculative_tokens is its largest k), or null:
+    # the same k at every step.
+    spec_schedule: Optional[str] = None
+    # Synthetic per-position acceptance rates the engine was forced to (JSON, written for the largest k; an
+    # engine drafting k used the first k), or null: the model's own acceptance.
+    spec_acceptance_profile: Optional[str] = None
 
     @property
     def spec(self):
@@ -84,6 +90,21 @@ class EngineSettings:
         from runner.config.schema import SpecArm
 
         return SpecArm.of(self.spec_method, self.num_speculative_tokens)
+
+    def speculative_config(self, extra: Optional[dict] = None) -> Optional[dict]:
+        """vLLM's `speculative_config` of these settings: the arm's, with its schedule and synthetic acceptance."""
+        import json
+
+        from runner.config.acceptance import profile_of_text
+
+        config = self.spec.speculative_config(extra)
+        if config is None:
+            return None
+        if isinstance(self.spec_schedule, str) and self.spec_schedule:
+            config["num_speculative_tokens_per_batch_size"] = json.loads(self.spec_schedule)
+        profile = self.spec_acceptance_profile if isinstance(self.spec_acceptance_profile, str) else None
+        config.update(profile_of_text(profile).speculative_keys(self.spec.k))
+        return config
 
 
 @dataclass(kw_only=True)
@@ -115,6 +136,9 @@ class EngineRecord(EngineSettings):
     per_request_spec_metrics: Optional[str] = None
     # How vLLM's engine-core process was started in the actor: "spawn" or "forkserver" (execution.engine_start).
     engine_start: Optional[str] = None
+    # Engine arguments the runner added for the installed vLLM (JSON), e.g. PIECEWISE CUDA graphs for a
+    # draft-count schedule on a vLLM that does not switch to them itself; null: none.
+    added_engine_args_json: Optional[str] = None
 
 
 @dataclass(kw_only=True)
@@ -127,6 +151,12 @@ class TrialRecord(EngineSettings):
     workload_params_json: str
     api: str = "async"
     concurrency: int = 1
+    # The engine's real batch size over the measure window (vLLM's running requests at each engine step, plus
+    # those the step finished): what a dynamic draft-count schedule keys on, unlike the client's concurrency.
+    engine_steps: Optional[int] = None  # engine steps that carried at least one request
+    batch_size_mean: Optional[float] = None  # requests per step
+    batch_size_p50: Optional[float] = None
+    batch_size_max: Optional[int] = None
     repeat: int = 0
     status: str = TrialStatus.OK  # a TrialStatus
     failure_kind: Optional[str] = None

@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from runner.config.acceptance import AcceptanceProfile
 
 class ConfigError(ValueError):
     """A config that must not run; the message names the override that fixes it."""
@@ -363,7 +364,7 @@ class ExecutionSection:
 
 # Grid axes that configure the engine (one engine load each), and those that vary the load through one engine.
 ENGINE_AXES = ("spec_method", "num_speculative_tokens", "enable_prefix_caching", "gpu_memory_utilization",
-               "max_model_len")
+               "max_model_len", "spec_acceptance_profile")
 TRIAL_AXES = ("concurrency",)
 
 
@@ -385,6 +386,10 @@ class GridSection:
     # Sessions driven at once through one engine (a workload may replace it with its own list).
     concurrency: list[int] = field(default_factory=lambda: [1], metadata=_fix(
         "sweep.grid.concurrency=[1,4]", "must be an integer ≥ 1"))
+    # Acceptance per speculative engine: real (the model's own), a list of synthetic per-position unconditional
+    # rates (vLLM's synthetic rejection; GPU only), or measured:<run folder> (the rates an earlier run measured).
+    spec_acceptance_profile: list[Any] = field(default_factory=lambda: ["real"], metadata=_fix(
+        "sweep.grid.spec_acceptance_profile=[real,[0.86,0.74,0.64]]", "must be a list of profiles"))
 
     def __post_init__(self):
         self.spec_method = [_off(m) for m in self.spec_method]
@@ -407,6 +412,10 @@ class ArmSection:
         "sweep.arms=[{spec_method:off,enable_prefix_caching:true}]", "must be true or false"))
     gpu_memory_utilization: Optional[float] = None
     max_model_len: Optional[int] = None
+    spec_acceptance_profile: Any = None  # one profile (real, [rates] or measured:<run folder>)
+    # A draft-count schedule, vLLM's `num_speculative_tokens_per_batch_size`: [[start, end, k], ...] (k per engine
+    # step from the requests in that step); the arm's k is the schedule's largest.
+    num_speculative_tokens_per_batch_size: Any = None
 
     def __post_init__(self):
         if self.spec_method is False:  # a bare YAML `off`
@@ -470,6 +479,12 @@ def check_grid(grid: GridSection, arms: list[ArmSection] = ()) -> list[str]:
     for n in values["max_model_len"]:
         if n < 16:
             errors.append(f"max_model_len={n!r} must be an integer ≥ 16 (fix: sweep.grid.max_model_len=[2048])")
+    for profile in values["spec_acceptance_profile"]:
+        try:
+            AcceptanceProfile.parse(profile)
+        except ValueError as exc:
+            errors.append(f"spec_acceptance_profile {exc} (fix: sweep.grid.spec_acceptance_profile=[real,"
+                          f"[0.86,0.74,0.64]], or measured:<run folder>)")
     return errors
 
 
@@ -505,7 +520,7 @@ class SweepSection:
                 errors.append(f"sweep.engine_axes.{name} must be a list of values, got a dict "
                               f"(fix: sweep.engine_axes={{{name}:[<value>,<value>]}})")
         for i, arm in enumerate(self.arms or []):
-            if not arm.axes():
+            if not arm.axes() and arm.num_speculative_tokens_per_batch_size is None:
                 errors.append(f"sweep.arms[{i}] must be a non-empty dict of engine axes "
                               f"(fix: sweep.arms=[{{spec_method: 'off', enable_prefix_caching: true}}])")
         if self.repeats < 1:

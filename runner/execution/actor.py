@@ -107,9 +107,11 @@ class EngineActor:
             print(detail, flush=True)
             await asyncio.sleep(0.5)  # let the child's last lines reach the log
             failure = parse_startup_failure(log=self.read_log(), exception=detail)
+            added = getattr(self.host, "added_engine_args", None)
             self.host = None
+            numbers = {**failure.numbers, **({"added_engine_args": added} if added else {})}
             return StartResult(ok=False, failure_kind=failure.kind, failure_reason=failure.reason,
-                               failure_numbers=failure.numbers)
+                               failure_numbers=numbers)
 
     async def run_trial(self, *, trial: Trial, attempt: int = 1) -> TrialResult:
         assert self.host is not None and self.engine is not None, "start() the engine first"

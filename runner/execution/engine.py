@@ -7,6 +7,7 @@ import socket
 import time
 from typing import Optional
 
+from runner.execution.spec_compat import with_version_compat
 from runner.measurement.metrics import Timeline
 from runner.measurement.sampling import GREEDY, Sampling
 from runner.measurement.workloads.base import RequestResult
@@ -29,7 +30,7 @@ def engine_kwargs(*, engine: EngineConfig, model: ModelSource) -> dict:
         disable_log_stats=False,
         worker_extension_cls="runner.execution.worker_probe.MemoryProbe",
     )
-    spec = s.spec.speculative_config(engine.spec_extra)
+    spec = s.speculative_config(engine.spec_extra)
     if spec is not None:
         kwargs["speculative_config"] = spec
         if per_request_spec_supported():
@@ -78,21 +79,26 @@ class EngineHost:
         self._ids = itertools.count()
         self.in_flight: set[str] = set()
         self.request_seeds = True  # see _seed
+        # Engine arguments the runner added for the installed vLLM (JSON; None: none), for the engine row.
+        self.added_engine_args: Optional[str] = None
 
     async def start(self) -> dict:
         """Loads the engine; returns the engine-record columns it can fill."""
         from vllm.engine.arg_utils import AsyncEngineArgs
         from vllm.v1.engine.async_llm import AsyncLLM
 
-        kwargs = engine_kwargs(engine=self.config, model=self.model)
+        from runner.execution.step_logger import StepLogger
+
+        kwargs, self.added_engine_args = with_version_compat(engine_kwargs(engine=self.config, model=self.model))
         started = time.perf_counter()
-        self._llm = AsyncLLM.from_engine_args(AsyncEngineArgs(**kwargs))
+        self._llm = AsyncLLM.from_engine_args(AsyncEngineArgs(**kwargs), stat_loggers=[StepLogger])
         load_s = time.perf_counter() - started
         self._check_request_seeds()
         if not self.vocab_size:
             self.vocab_size = self._llm.vllm_config.model_config.get_vocab_size()
         return {"load_s": load_s, **self._capacity(), **await self._memory(), "api": "async",
-                "per_request_spec_metrics": per_request_spec_status(kwargs)}
+                "per_request_spec_metrics": per_request_spec_status(kwargs),
+                "added_engine_args_json": self.added_engine_args}
 
     def _vllm_config(self):
         return self._llm.vllm_config
@@ -226,15 +232,19 @@ class OfflineEngineHost(EngineHost):
     async def start(self) -> dict:
         from vllm import LLM
 
-        kwargs = engine_kwargs(engine=self.config, model=self.model)
+        from runner.execution.step_logger import attach_to_llm
+
+        kwargs, self.added_engine_args = with_version_compat(engine_kwargs(engine=self.config, model=self.model))
         started = time.perf_counter()
         self._llm = LLM(**kwargs)
         load_s = time.perf_counter() - started
         self._check_request_seeds()
+        attach_to_llm(self._llm)
         if not self.vocab_size:
             self.vocab_size = self._vllm_config().model_config.get_vocab_size()
         return {"load_s": load_s, **self._capacity(), **await self._memory(), "api": "offline",
-                "per_request_spec_metrics": per_request_spec_status(kwargs)}
+                "per_request_spec_metrics": per_request_spec_status(kwargs),
+                "added_engine_args_json": self.added_engine_args}
 
     def _vllm_config(self):
         return self._llm.llm_engine.vllm_config

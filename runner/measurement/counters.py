@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
+from runner.measurement import engine_steps
+
 SPEC_DRAFTS = "vllm:spec_decode_num_drafts"
 SPEC_DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens"
 SPEC_ACCEPTED = "vllm:spec_decode_num_accepted_tokens"
@@ -23,12 +25,14 @@ class CounterSnapshot:
     scalars: dict[str, float] = field(default_factory=dict)
     vectors: dict[str, list[float]] = field(default_factory=dict)
     gauges: dict[str, float] = field(default_factory=dict)
+    # Engine steps by batch size (runner.measurement.engine_steps), read with the counters.
+    steps: dict[int, int] = field(default_factory=dict)
 
 
 def snapshot() -> CounterSnapshot:
     from vllm.v1.metrics.reader import Counter, Gauge, Vector, get_metrics_snapshot
 
-    snap = CounterSnapshot()
+    snap = CounterSnapshot(steps=engine_steps.STEPS.snapshot())
     for metric in get_metrics_snapshot():
         if isinstance(metric, Counter):
             snap.scalars[metric.name] = snap.scalars.get(metric.name, 0.0) + float(metric.value)
@@ -92,4 +96,5 @@ def delta_metrics(before: CounterSnapshot, after: CounterSnapshot) -> dict:
         "prefix_cache_hits": int(hits) if hits is not None else None,
         "prefix_cache_hit_rate": (hits / queries) if queries else None,
         "num_preemptions": int(preempt) if preempt is not None else None,
+        **engine_steps.batch_columns(before.steps, after.steps),
     }

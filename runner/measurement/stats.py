@@ -210,3 +210,15 @@ def interpolate_crossing(x0: float, y0: float, x1: float, y1: float, target: flo
     if y1 == y0:
         return float(x0)
     return float(x0 + (target - y0) * (x1 - x0) / (y1 - y0))
+
+
+def mean_interval(values: Sequence[float], *, level: float = LEVEL) -> Optional[Interval]:
+    """The mean of the repeats and its Student t interval (None without values; NaN bounds with one value)."""
+    array = _clean(values)
+    if not len(array):
+        return None
+    mean = float(array.mean())
+    if len(array) < 2:
+        return Interval(point=mean, lo=float("nan"), hi=float("nan"), level=level)
+    half = _t_quantile(1 - (1 - level) / 2, len(array) - 1) * float(array.std(ddof=1)) / float(np.sqrt(len(array)))
+    return Interval(point=mean, lo=mean - half, hi=mean + half, level=level)

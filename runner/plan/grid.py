@@ -18,8 +18,14 @@ ENGINE_IDENTITY = ("model", "spec_method", "num_speculative_tokens", "enable_pre
                    "gpu_memory_utilization", "max_model_len", "tensor_parallel_size", "engine_args_json")
 
 
+# Settings that join the identity only when set, so that engines without them keep their earlier ids.
+OPTIONAL_IDENTITY = ("spec_schedule", "spec_acceptance_profile")
+
+
 def engine_identity(settings: EngineSettings) -> dict:
-    return {name: getattr(settings, name) for name in ENGINE_IDENTITY}
+    identity = {name: getattr(settings, name) for name in ENGINE_IDENTITY}
+    identity.update({name: getattr(settings, name) for name in OPTIONAL_IDENTITY if getattr(settings, name)})
+    return identity
 
 
 def engine_id_of(settings: EngineSettings, *, spec_extra: dict, api: str = "async") -> str:
@@ -94,48 +100,84 @@ def _refuse_duplicates(values: list, *, axis: str) -> None:
         seen.add(key)
 
 
-SCALAR_AXES = tuple(a for a in ENGINE_AXES if a not in ("spec_method", "num_speculative_tokens"))
+SCALAR_AXES = tuple(a for a in ENGINE_AXES if a not in ("spec_method", "num_speculative_tokens",
+                                                        "spec_acceptance_profile"))
 
 
-def _arm_points(sweep: SweepSection) -> list[tuple[int | None, list[SpecArm], dict[str, list]]]:
-    """(arm index or None, spec arms, the other engine axes' values) per explicit arm, or once for the grid."""
+@dataclass(frozen=True, kw_only=True)
+class _ArmPoint:
+    """One explicit arm (index) or the grid (None): its spec arms, profiles, schedule and other axes' values."""
+
+    index: int | None
+    spec_arms: list[SpecArm]
+    profiles: list
+    schedule: object  # a DraftSchedule or None
+    scalars: dict[str, list]
+
+
+def _arm_points(sweep: SweepSection) -> list[_ArmPoint]:
+    """Per explicit arm, or once for the grid."""
+    from runner.plan.spec_variants import arm_schedule, parse_profile
+
     grid = sweep.grid
     arms: list[ArmSection | None] = list(sweep.arms) if sweep.arms else [None]
     points = []
     for i, arm in enumerate(arms):
         named = arm.axes() if arm is not None else {}
+        schedule = arm_schedule(arm, index=i)
         methods = [named["spec_method"]] if "spec_method" in named else grid.values("spec_method")
         ks = [named["num_speculative_tokens"]] if "num_speculative_tokens" in named else grid.values(
             "num_speculative_tokens")
+        if schedule is not None:
+            ks = [schedule.max_k]
         scalars = {}
         for axis in SCALAR_AXES:
             values = [named[axis]] if axis in named else _as_list(grid.values(axis), axis=axis)
             _refuse_duplicates(values, axis=axis)
             scalars[axis] = values
+        profiles = ([named["spec_acceptance_profile"]] if "spec_acceptance_profile" in named
+                    else _as_list(grid.values("spec_acceptance_profile"), axis="spec_acceptance_profile"))
+        _refuse_duplicates(profiles, axis="spec_acceptance_profile")
+        where = "sweep.grid" if arm is None else f"sweep.arms[{i}]"
         _refuse_duplicates(_as_list(methods, axis="spec_method"), axis="spec_method")
         _refuse_duplicates(_as_list(ks, axis="num_speculative_tokens"), axis="num_speculative_tokens")
-        points.append((None if arm is None else i, spec_arms(methods=methods, ks=ks), scalars))
+        points.append(_ArmPoint(index=None if arm is None else i, spec_arms=spec_arms(methods=methods, ks=ks),
+                                profiles=[parse_profile(p, where=where) for p in profiles], schedule=schedule,
+                                scalars=scalars))
     return points
 
 
 def expand_engines(*, model: str, sweep: SweepSection, engine_args: dict, spec_extra: dict,
                    tensor_parallel_size: int = 1) -> list[EngineConfig]:
-    """Spec arms × the other engine axes × sweep.engine_axes, per explicit arm (sweep.arms) or for the grid."""
+    """Spec arms × acceptance profiles × the other engine axes × sweep.engine_axes, per explicit arm (sweep.arms)
+    or for the grid; spec off takes no profile (it appears once)."""
+    from runner.plan.spec_variants import engine_profile
+
     extra_axes = {name: _as_list(v, axis=f"engine_axes.{name}") for name, v in (sweep.engine_axes or {}).items()}
     engines: list[EngineConfig] = []
     first_arm: dict[str, int] = {}
-    for index, arms, scalars in _arm_points(sweep):
-        for arm, values, extras in itertools.product(arms, itertools.product(*scalars.values()),
-                                                     itertools.product(*extra_axes.values())):
+    resolved: dict = {}  # measured profiles read once per (run folder, method)
+    for point in _arm_points(sweep):
+        index, scalars = point.index, point.scalars
+        where = "sweep.grid" if index is None else f"sweep.arms[{index}]"
+        seen: set[str] = set()
+        for arm, profile, values, extras in itertools.product(point.spec_arms, point.profiles,
+                                                              itertools.product(*scalars.values()),
+                                                              itertools.product(*extra_axes.values())):
             args = dict(engine_args)
             args.update(dict(zip(extra_axes, extras)))
+            profile = engine_profile(profile, arm=arm, where=where, resolved=resolved)
             settings = EngineSettings(model=model, spec_method=arm.method, num_speculative_tokens=arm.k,
                                       tensor_parallel_size=tensor_parallel_size,
                                       engine_args_json=json.dumps(args, sort_keys=True, default=str),
-                                      **dict(zip(scalars, values)))
+                                      spec_schedule=point.schedule.json() if point.schedule and not arm.off else None,
+                                      spec_acceptance_profile=profile.text(), **dict(zip(scalars, values)))
             method_extra = dict((spec_extra or {}).get(arm.method) or {})
             engine = EngineConfig(engine_id=engine_id_of(settings, spec_extra=method_extra), settings=settings,
                                   engine_args=args, spec_extra=method_extra)
+            if engine.engine_id in seen:  # spec off under several profiles: one engine
+                continue
+            seen.add(engine.engine_id)
             if index is not None:
                 if engine.engine_id in first_arm:
                     raise PlanError(f"sweep.arms[{index}] and sweep.arms[{first_arm[engine.engine_id]}] give the "

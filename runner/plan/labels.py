@@ -28,6 +28,7 @@ def _text(value) -> str:
 def _parts(s: EngineSettings) -> dict[str, str]:
     """Every labelled setting of one engine, `name → text`, in label order (spec arm excluded)."""
     parts = {short: _text(getattr(s, name)) for name, short in _SHORT.items()}
+    parts.update(spec_parts(s))
     try:
         args = json.loads(s.engine_args_json or "{}")
     except ValueError:
@@ -35,6 +36,26 @@ def _parts(s: EngineSettings) -> dict[str, str]:
     for key in sorted(args):
         parts[key] = _text(args[key])
     return parts
+
+
+def spec_parts(s: EngineSettings) -> dict[str, str]:
+    """The draft-count schedule ("sched=1:3,2-8:1", static k otherwise) and the acceptance profile
+    ("accept=0.86/0.74/0.64", the model's own: real) of a speculative engine; spec off shows neither."""
+    if s.spec.off:
+        return {"sched": "static", "accept": "real"}
+    sched = "static"
+    if isinstance(s.spec_schedule, str) and s.spec_schedule:  # rows read back hold NaN for null
+        try:
+            sched = ",".join(f"{a}:{k}" if a == b else f"{a}-{b}:{k}" for a, b, k in json.loads(s.spec_schedule))
+        except (TypeError, ValueError):
+            sched = str(s.spec_schedule)
+    accept = "real"
+    if isinstance(s.spec_acceptance_profile, str) and s.spec_acceptance_profile:
+        try:
+            accept = "/".join(f"{r:g}" for r in json.loads(s.spec_acceptance_profile)[:s.spec.k])
+        except (TypeError, ValueError):
+            accept = str(s.spec_acceptance_profile)
+    return {"sched": sched, "accept": accept}
 
 
 def engine_labels(settings: Sequence[EngineSettings], *, apis: Optional[Sequence[str]] = None) -> list[str]:

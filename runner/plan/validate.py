@@ -9,6 +9,7 @@ from typing import Iterable, Optional
 from runner.config.schema import (ENGINE_AXES, SPEC_METHODS, TRIAL_AXES, EngineSection, ModelSection, RunConfig,
                                    SweepSection)
 from runner.plan.grid import PlanError
+from runner.plan.spec_variants import check_spec_variants
 
 GRID_AXES = set(ENGINE_AXES) | set(TRIAL_AXES)
 
@@ -374,6 +375,7 @@ def validate(config: RunConfig, *, known_engine_args=None) -> None:
     errors += check_runner_owned(engine_args=engine_args, engine_axes=engine_axes)
     errors += check_spec_extra(spec_extra=config.spec, methods=config.spec_methods)
     errors += check_spec_rules(spec_extra=config.spec, spec=known_engine_args)
+    errors += check_spec_variants(config)
     errors += check_engine_arg_rules(spec=known_engine_args, engine_args=engine_args, engine_axes=engine_axes,
                                      grid=grid)
     errors += check_workloads(workloads=workloads, grid=grid) if workloads else [

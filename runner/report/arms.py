@@ -19,7 +19,10 @@ from runner.plan.labels import engine_labels
 from runner.schema import EngineSettings
 
 ARM_FIELDS = ("model", "spec_method", "num_speculative_tokens", "enable_prefix_caching", "gpu_memory_utilization",
-              "max_model_len", "tensor_parallel_size", "engine_args_json", "api")
+              "max_model_len", "tensor_parallel_size", "engine_args_json", "api", "spec_schedule",
+              "spec_acceptance_profile")
+# Arm fields that results from before them lack (read as null: a static k, real acceptance).
+LATER_ARM_FIELDS = ("spec_schedule", "spec_acceptance_profile")
 POINT_FIELDS = ("workload", "workload_params_json", "concurrency")
 CONCURRENCY = "concurrency"
 
@@ -58,7 +61,8 @@ def _arm_table(rows: pd.DataFrame) -> pd.DataFrame:
     arms["arm_order"] = list(zip(arms.source.map(source_order), arms.model.astype(str), arms.spec_method != "off",
                                  arms.spec_method, arms.k, ~arms.enable_prefix_caching.astype(bool),
                                  arms.gpu_memory_utilization, arms.max_model_len, arms.engine_args_json,
-                                 arms.api.astype(str)))
+                                 arms.api.astype(str), arms.spec_schedule.fillna("").astype(str),
+                                 arms.spec_acceptance_profile.fillna("").astype(str)))
     order = sorted(arms.arm_order.unique())
     arms["arm_order"] = arms.arm_order.map({o: i for i, o in enumerate(order)})
     return arms
@@ -75,7 +79,10 @@ def _settings(row: dict) -> EngineSettings:
         gpu_memory_utilization=number(row["gpu_memory_utilization"], 0.9, float),
         max_model_len=number(row["max_model_len"], 0, int),
         tensor_parallel_size=number(row["tensor_parallel_size"], 1, int),
-        engine_args_json=row["engine_args_json"] or "{}")
+        engine_args_json=row["engine_args_json"] or "{}",
+        spec_schedule=row.get("spec_schedule") if isinstance(row.get("spec_schedule"), str) else None,
+        spec_acceptance_profile=(row.get("spec_acceptance_profile")
+                                 if isinstance(row.get("spec_acceptance_profile"), str) else None))
 
 
 def _row_keys(frame: pd.DataFrame, columns: list[str]) -> list[str]:
@@ -85,6 +92,8 @@ def _row_keys(frame: pd.DataFrame, columns: list[str]) -> list[str]:
 def add_arms(engines: pd.DataFrame, trials: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Adds arm, family, k (0 for off) and arm_order to both tables, labelled consistently across them."""
     engines = _fill_engine_api(engines, trials)
+    engines, trials = (frame.assign(**{c: None for c in LATER_ARM_FIELDS if c not in frame.columns})
+                       for frame in (engines, trials))
     if not len(engines) and not len(trials):
         empty = dict(arm=[], k=[], arm_order=[], family=[])
         return engines.assign(**empty), trials.assign(**empty)

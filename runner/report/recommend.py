@@ -39,6 +39,8 @@ def engine_arguments(engine: dict, *, config: dict) -> dict[str, Any]:
     args: dict[str, Any] = {"model": model_cfg.get("path") or str(engine["model"])}
     arm = SpecArm.of(engine["spec_method"], engine["num_speculative_tokens"])
     spec = arm.speculative_config((config.get("spec") or {}).get(arm.method) or {})
+    if spec and isinstance(engine.get("spec_schedule"), str):  # a schedule arm deploys its schedule
+        spec["num_speculative_tokens_per_batch_size"] = json.loads(engine["spec_schedule"])
     if spec:
         args["speculative_config"] = spec
     args["enable_prefix_caching"] = bool(engine["enable_prefix_caching"])

@@ -76,7 +76,7 @@ def test_no_malformed_setting_reaches_the_terminal_as_a_traceback(tmp_path):
 
 
 def test_a_second_command_on_a_held_run_is_refused_naming_the_holder(tmp_path):
-    run_dir = tmp_path / "demo" / "held"
+    run_dir = tmp_path / "quick" / "held"  # run_cli builds on sweep=quick
     run_dir.mkdir(parents=True)
     with hold_run_folder(run_dir, say=pytest.fail) as me:
         proc = run_cli("dry_run=true", "tracking=none", "run=held", output_root=tmp_path, check=False, timeout=300)

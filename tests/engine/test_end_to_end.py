@@ -31,6 +31,16 @@ def test_mtp_arm_has_drafts_and_acceptance_and_off_has_none(small_sweep):
     assert off.spec_acceptance_rate.isna().all()
 
 
+def test_trials_record_the_engines_real_batch_size(small_sweep):
+    run_dir, _ = small_sweep
+    trials = read_frame(run_dir, "trials")
+    assert (trials.engine_steps > 0).all()
+    # Every session decodes at once: the step carries `concurrency` requests, never more.
+    assert (trials.batch_size_max == trials.concurrency).all()
+    assert (trials.batch_size_p50 == trials.concurrency).all()
+    assert (trials.batch_size_mean <= trials.concurrency).all()
+
+
 def test_requests_carry_their_own_acceptance_where_vllm_gives_it(small_sweep):
     run_dir, _ = small_sweep
     engines = read_frame(run_dir, "engines").set_index("spec_method")

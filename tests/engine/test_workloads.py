@@ -166,7 +166,7 @@ def offline(tmp_path_factory):
         "run=off", "sweep.name=offline", "tracking=none", "report=false", "workload=[decode]",
         "sweep.grid.spec_method=[off]", "sweep.grid.max_model_len=[512]", "sweep.grid.concurrency=[4]",
         "workload.decode.api=offline", "workload.decode.input_len=48", "workload.decode.output_len=16",
-        "+workload.decode.prompt_source=jsonl", f"+workload.decode.prompt_file={prompts}",
+        "++workload.decode.prompt_source=jsonl", f"++workload.decode.prompt_file={prompts}",
         output_root=out,
     )
     run_dir = out / "offline" / "off"

@@ -133,11 +133,11 @@ INPUTS = [
     (["model=hf", "model.path={inputs}/model", "model.tokenizer={inputs}/missing_tokenizer"],
      "model.tokenizer='{inputs}/missing_tokenizer' does not exist", "fix: model.tokenizer="),
     # prompt files, read whole: the first bad line by its number
-    (["+workload.decode.prompt_source=jsonl", "+workload.decode.prompt_file={inputs}/not_json.jsonl"],
+    (["++workload.decode.prompt_source=jsonl", "++workload.decode.prompt_file={inputs}/not_json.jsonl"],
      "not_json.jsonl': line 3 is not JSON", "fix: repair that line, or workload.decode.prompt_file="),
-    (["+workload.decode.prompt_source=jsonl", "+workload.decode.prompt_file={inputs}/no_prompt.jsonl"],
+    (["++workload.decode.prompt_source=jsonl", "++workload.decode.prompt_file={inputs}/no_prompt.jsonl"],
      "no_prompt.jsonl': line 2: expected a string or an object with a 'prompt'", "workload.decode.prompt_file="),
-    (["+workload.decode.prompt_source=jsonl", "+workload.decode.prompt_file={inputs}/empty.jsonl"],
+    (["++workload.decode.prompt_source=jsonl", "++workload.decode.prompt_file={inputs}/empty.jsonl"],
      "empty.jsonl': holds no prompts", "fix: workload.decode.prompt_file="),
     # names that become paths
     (["run=../../../tmp/escape"], "run='../../../tmp/escape' must be a plain name", "fix: run=tmp-escape"),

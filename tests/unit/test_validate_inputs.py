@@ -27,7 +27,7 @@ ACCEPTED = [
     ["model=hf", "model.path={inputs}/model"],
     ["model=hf", "model.path={inputs}/no_tokenizer", "model.tokenizer={inputs}/model"],
     ["++spec.ngram.prompt_lookup_max=8", "++spec.mtp.enforce_eager=true"],
-    ["+workload.decode.prompt_source=jsonl", "+workload.decode.prompt_file={inputs}/good.jsonl"],
+    ["++workload.decode.prompt_source=jsonl", "++workload.decode.prompt_file={inputs}/good.jsonl"],
     ["run=baseline-2.v1", "sweep.name=my_sweep"],
     ["cluster.address=auto"],
     ["cluster.address=head-node.local:6379"],

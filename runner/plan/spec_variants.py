@@ -1,0 +1,109 @@
+"""Speculative engines beyond method × k: a draft-count schedule on an arm, and acceptance profiles.
+
+The plan's side (pure, apart from reading an earlier run's trials for a `measured:` profile): each arm's schedule
+parsed against vLLM's rules, each profile resolved to rates and fitted to the engine's k, and the checks that
+refuse before start what no engine could run (synthetic acceptance on vLLM's CPU build). Each message names the
+override that fixes it.
+"""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from runner.config.acceptance import SYNTHETIC_KEYS, AcceptanceProfile, ProfileKind
+from runner.config.schema import ConfigError, RunConfig, SpecArm
+from runner.measurement.draft_schedule import SCHEDULE_KEY, DraftSchedule, ScheduleError
+
+SCHEDULE_FIX = "sweep.arms=[{spec_method:mtp,num_speculative_tokens_per_batch_size:[[1,1,3],[2,8,1]]}]"
+PROFILE_FIX = "sweep.grid.spec_acceptance_profile=[real,[0.86,0.74,0.64]]"
+# What vLLM's CPU build says when an engine asks for synthetic acceptance (it asserts at start).
+CPU_SYNTHETIC_REASON = "Synthetic acceptance not supported with CPU sampling"
+
+
+class SpecVariantError(ConfigError):
+    """A schedule or profile the plan cannot give an engine; the message names the fix."""
+
+
+def arm_schedule(arm, *, index: int) -> Optional[DraftSchedule]:
+    """The arm's schedule (None without one), checked by vLLM's rules and against the arm's method and k."""
+    raw = getattr(arm, "num_speculative_tokens_per_batch_size", None) if arm is not None else None
+    if raw is None:
+        return None
+    where = f"sweep.arms[{index}]"
+    try:
+        schedule = DraftSchedule.parse(raw)
+    except ScheduleError as exc:
+        raise SpecVariantError(f"{where}.num_speculative_tokens_per_batch_size: {exc} (fix: {SCHEDULE_FIX})") from None
+    method = SpecArm.of(arm.spec_method, 1).method if arm.spec_method is not None else None
+    if method in (None, "off"):
+        raise SpecVariantError(f"{where} carries a draft-count schedule but names no speculative method "
+                               f"(fix: {SCHEDULE_FIX})")
+    k = arm.num_speculative_tokens
+    if k is not None and k != schedule.max_k:
+        raise SpecVariantError(f"{where}.num_speculative_tokens={k} differs from its schedule's largest k "
+                               f"({schedule.max_k}), which vLLM takes as num_speculative_tokens (fix: remove "
+                               f"{where}.num_speculative_tokens)")
+    return schedule
+
+
+def parse_profile(value: Any, *, where: str) -> AcceptanceProfile:
+    try:
+        return AcceptanceProfile.parse(value)
+    except ValueError as exc:
+        raise SpecVariantError(f"{where}.spec_acceptance_profile: {exc} (fix: {PROFILE_FIX})") from None
+
+
+def engine_profile(profile: AcceptanceProfile, *, arm: SpecArm, where: str, resolved: dict) -> AcceptanceProfile:
+    """The profile an engine of this arm runs with: real for spec off; a measured one read (once per run folder
+    and method) from that run's trials; refused where it has fewer rates than the engine drafts."""
+    if arm.off or profile.kind is ProfileKind.REAL:
+        return AcceptanceProfile()
+    if profile.kind is ProfileKind.MEASURED:
+        key = (profile.source, arm.method)
+        if key not in resolved:
+            resolved[key] = _measured(profile.source, method=arm.method, where=where)
+        profile = resolved[key]
+    if len(profile.rates) < arm.k:
+        raise SpecVariantError(f"{where}.spec_acceptance_profile {list(profile.rates)} has {len(profile.rates)} "
+                               f"rates, fewer than {arm.label} drafts (fix: one rate per draft position, e.g. "
+                               f"{PROFILE_FIX})")
+    return profile
+
+
+def _measured(folder: str, *, method: str, where: str) -> AcceptanceProfile:
+    from runner.measurement.measured_acceptance import measured_rates
+
+    try:
+        rates = measured_rates(folder, method=method)
+    except FileNotFoundError as exc:
+        raise SpecVariantError(f"{where}.spec_acceptance_profile=measured:{folder}: {exc} (fix: "
+                               f"measured:<a run folder with trials.parquet>)") from None
+    if not rates:
+        raise SpecVariantError(f"{where}.spec_acceptance_profile=measured:{folder}: that run has no {method} trial "
+                               f"with acceptance counters (fix: measured:<a run folder where {method} ran>)")
+    return AcceptanceProfile(kind=ProfileKind.SYNTHETIC, rates=tuple(rates), source=folder)
+
+
+def check_spec_variants(config: RunConfig) -> list[str]:
+    """Before anything starts: synthetic acceptance on CPU (vLLM's CPU build refuses it at start), and
+    speculative_config keys in spec.<method> that a profile or a schedule owns."""
+    errors = []
+    profiles = list(config.sweep.grid.spec_acceptance_profile)
+    profiles += [a.spec_acceptance_profile for a in config.sweep.arms or [] if a.spec_acceptance_profile is not None]
+    synthetic = []
+    for value in profiles:
+        try:
+            if AcceptanceProfile.parse(value).synthetic:
+                synthetic.append(value)
+        except ValueError:
+            pass  # said by the grid's own checks
+    if synthetic and config.engine.device == "cpu":
+        errors.append(f"spec_acceptance_profile {synthetic[0]!r} sets synthetic acceptance (rejection_sample_method: "
+                      f"synthetic), which vLLM's CPU build refuses at start (\"{CPU_SYNTHETIC_REASON}\") (fix: "
+                      f"sweep.grid.spec_acceptance_profile=[real], or engine=gpu on a GPU machine)")
+    for method, extra in (config.spec or {}).items():
+        for key in (*SYNTHETIC_KEYS, SCHEDULE_KEY):
+            if key in (extra or {}):
+                fix = SCHEDULE_FIX if key == SCHEDULE_KEY else PROFILE_FIX
+                errors.append(f"spec.{method}.{key} is set by the runner per engine, and its rows record it (fix: "
+                              f"remove spec.{method}.{key}; use {fix})")
+    return errors

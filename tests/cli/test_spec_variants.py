@@ -1,0 +1,29 @@
+"""Synthetic acceptance and draft-count schedules through the real CLI: refused on CPU before any engine starts,
+and the schedule study's plan on its CPU preset. No engine starts here."""
+from __future__ import annotations
+
+from tests.support.cli import run_cli
+
+
+def test_synthetic_profile_on_cpu_is_refused_before_any_engine_starts(tmp_path):
+    proc = run_cli("tracking=none", "run=synthetic", "sweep.grid.spec_method=[off,mtp]",
+                   "sweep.grid.num_speculative_tokens=[2]", "sweep.grid.spec_acceptance_profile=[[0.86,0.74]]",
+                   output_root=tmp_path, check=False, timeout=300)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert "Synthetic acceptance not supported with CPU sampling" in proc.stderr
+    assert "fix: sweep.grid.spec_acceptance_profile=[real]" in proc.stderr
+    assert not list(tmp_path.rglob("*.parquet")) and not list(tmp_path.rglob("logs/e-*.log"))
+
+
+def test_the_schedule_study_plans_on_its_cpu_preset_and_full_size(tmp_path):
+    proc = run_cli("sweep=draft_schedule", "sweep.preset=cpu", "dry_run=true", "tracking=none", output_root=tmp_path,
+                   check=False, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "4 engine configs, 36 trials" in proc.stdout
+    for label in (" off sched=static:", " mtp:1 sched=static:", " mtp:3 sched=static:", " mtp:3 sched=1:3,2-32:1:"):
+        assert label in proc.stdout, proc.stdout[-3000:]
+    full = run_cli("sweep=draft_schedule", "dry_run=true", "tracking=none", output_root=tmp_path, check=False,
+                   timeout=300)
+    assert full.returncode == 0, full.stderr[-3000:]
+    assert " mtp:3 sched=1-3:3,4-15:2,16-256:1 accept=0.86/0.74/0.64:" in full.stdout
+    assert not list(tmp_path.rglob("*.parquet"))
