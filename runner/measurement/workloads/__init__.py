@@ -8,9 +8,10 @@ from runner.measurement.workloads.long_context import LongContext
 from runner.measurement.workloads.multi_turn import MultiTurn
 from runner.measurement.workloads.second_request import SecondRequest
 from runner.measurement.workloads.shared_prefix import SharedPrefix
+from runner.measurement.workloads.trace import Trace
 
 WORKLOADS: dict[str, type[Workload]] = {
-    w.name: w for w in [Decode, SharedPrefix, SecondRequest, MultiTurn, LongContext, FixedTask]}
+    w.name: w for w in [Decode, SharedPrefix, SecondRequest, MultiTurn, LongContext, FixedTask, Trace]}
 
 
 def workload_class(name: str) -> type[Workload]:
