@@ -74,11 +74,12 @@ def params(**raw):
 def test_params_are_checked_before_start():
     assert params(prompt_file=QUESTIONS, prompt_format="mt_bench", mix={"code": 2, "prose": 1}).validate() == []
     errors = params(prompt_file=QUESTIONS, prompt_format="mt_bench", mix={"code": 1, "maths": 1}).validate()
-    assert errors == ["mix.maths: the prompt file has no category 'maths'; it has: code, prose, counting"]
-    assert "mix.code=-1 must be a weight ≥ 0" in params(prompt_file=QUESTIONS, prompt_format="mt_bench",
-                                                         mix={"code": -1}).validate()
-    assert "mix: every weight is 0" in params(prompt_file=QUESTIONS, prompt_format="mt_bench",
-                                              mix={"code": 0}).validate()
+    assert errors == ["mix={code:1,maths:1} names category 'maths', which the prompt file lacks; it has: code, prose, "
+                      "counting"]
+    assert "mix={code:-1}: the weight of 'code' must be a number ≥ 0" in params(
+        prompt_file=QUESTIONS, prompt_format="mt_bench", mix={"code": -1}).validate()
+    assert "mix={code:0}: every weight is 0" in params(prompt_file=QUESTIONS, prompt_format="mt_bench",
+                                                       mix={"code": 0}).validate()
     assert any("prompt_format='csv' is unknown" in e for e in params(prompt_file=QUESTIONS,
                                                                        prompt_format="csv").validate())
     assert any("not ShareGPT" in e for e in params(prompt_file=QUESTIONS, prompt_format="sharegpt").validate())

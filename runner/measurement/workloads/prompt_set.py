@@ -26,7 +26,8 @@ from runner.measurement.workloads.open_loop import WARMUP_ARRIVALS, OpenLoopPara
 class PromptSetParams(OpenLoopParams):
     prompt_format: str = "jsonl"  # sharegpt | mt_bench | spec_bench | jsonl
     output_len: int = 64
-    max_prompt_tokens: int = 1024  # a longer prompt (history included) keeps its last max_prompt_tokens tokens
+    # A longer prompt (history included) keeps its last max_prompt_tokens tokens (null: max_model_len − output_len).
+    max_prompt_tokens: Optional[int] = None
     num_sessions: Optional[int] = None  # the file's first N conversations (null: all)
     max_turns: Optional[int] = None  # at most this many turns of each conversation (null: all)
     # A production mix, category → weight: the report re-weights the per-category figures to it.
@@ -40,7 +41,7 @@ class PromptSetParams(OpenLoopParams):
         return len(self.conversations())
 
     def max_sequence_tokens(self) -> int:
-        return self.max_prompt_tokens + self.output_len
+        return (self.max_prompt_tokens or 1) + self.output_len
 
     def validate(self) -> list[str]:
         errors = super().validate()
@@ -52,7 +53,7 @@ class PromptSetParams(OpenLoopParams):
         try:
             present = categories(self.conversations())
         except PromptSetError as exc:
-            return errors + [f"prompt_file={self.prompt_file}: {exc}"]
+            return errors + [f"prompt_file={exc}"]  # the message starts with the file's path
         return errors + check_mix(self.mix, present)
 
     def warmup_variant(self) -> "PromptSetParams":
@@ -73,14 +74,13 @@ def check_mix(mix, present: list[str]) -> list[str]:
         return []
     if not isinstance(mix, dict) or not mix:
         return [f"mix={mix!r} must be a mapping category → weight, e.g. {{{present[0]}: 1}}"]
-    errors = []
-    for name, weight in mix.items():
-        if str(name) not in present:
-            errors.append(f"mix.{name}: the prompt file has no category {name!r}; it has: {', '.join(present)}")
-        if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not 0 <= weight < math.inf:
-            errors.append(f"mix.{name}={weight!r} must be a weight ≥ 0")
+    text = "{" + ",".join(f"{k}:{v}" for k, v in mix.items()) + "}"
+    errors = [f"mix={text} names category {str(name)!r}, which the prompt file lacks; it has: {', '.join(present)}"
+              for name in mix if str(name) not in present]
+    errors += [f"mix={text}: the weight of {name!r} must be a number ≥ 0" for name, weight in mix.items()
+               if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not 0 <= weight < math.inf]
     if not errors and not sum(float(w) for w in mix.values()) > 0:
-        errors.append("mix: every weight is 0")
+        errors.append(f"mix={text}: every weight is 0")
     return errors
 
 
@@ -94,6 +94,7 @@ class PromptSet(Workload):
         p: PromptSetParams = ctx.params  # type: ignore[assignment]
         engine = ctx.engine
         conversations = p.conversations()
+        keep = p.max_prompt_tokens or engine.max_model_len - p.output_len
         # Every turn is tokenized before the window opens; only the model's answers are appended in it.
         turns = [[list(t) if isinstance(t, tuple) else engine.encode_text(t) for t in c.turns[:p.max_turns]]
                  for c in conversations]
@@ -103,7 +104,7 @@ class PromptSet(Workload):
             results: list[RequestResult] = []
             for turn, user in enumerate(turns[s]):
                 history = history + (results[-1].output_token_ids if results else []) + user
-                result = await sender.stream(prompt_token_ids=history[-p.max_prompt_tokens:],
+                result = await sender.stream(prompt_token_ids=history[-keep:],
                                              max_tokens=p.output_len, session=s, turn=turn)
                 result.category = conversations[s].category or UNCATEGORISED
                 results.append(result)

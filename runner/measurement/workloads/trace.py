@@ -45,7 +45,7 @@ class TraceParams(WorkloadParams):
         try:
             self.requests()
         except TraceError as exc:
-            errors.append(f"trace_file={self.trace_file}: {exc}")
+            errors.append(f"trace_file={exc}")  # the message starts with the file's path
         return errors
 
     def trial_concurrency(self, grid_level: int) -> int:
