@@ -220,6 +220,18 @@ class TrialRecord(EngineSettings):
     gc_pause_max_ms: Optional[float] = None
     distinct_token_share: Optional[float] = None
     output_hash: Optional[str] = None
+    # How requests arrived (runner.measurement.arrivals): closed (sessions send when their last request finished),
+    # poisson, gamma or trace; open loop offers `offered_rate_req_s` whatever the engine does.
+    arrival: Optional[str] = None
+    offered_rate_req_s: Optional[float] = None
+    # Measured requests completed / duration_s (vLLM's request_throughput).
+    request_throughput_req_s: Optional[float] = None
+    # Open loop: how far sends ran behind their schedule (slot waits under max_concurrency excluded); a trial
+    # whose p99 passed runner.measurement.arrivals.CLIENT_BEHIND_P99_S measured its client: client_behind.
+    send_lag_p50_s: Optional[float] = None
+    send_lag_p99_s: Optional[float] = None
+    send_lag_max_s: Optional[float] = None
+    client_behind: Optional[bool] = None
 
 
 @dataclass(kw_only=True)
@@ -249,6 +261,15 @@ class RequestRecord:
     spec_num_steps: Optional[int] = None
     spec_num_draft_tokens: Optional[int] = None
     spec_num_accepted_tokens: Optional[int] = None
+    # Accepted drafts at each draft position over the request's verify steps (vLLM ≥ 0.32): divided by
+    # spec_num_steps, vLLM's per-position acceptance for this request.
+    spec_accepted_per_position: list[int] = field(default_factory=list)
+    # Open loop: start_offset_s is the scheduled send and TTFT/E2E count from it; send_lag_s = actual − scheduled
+    # send, slot_wait_s the part of it waiting for a max_concurrency slot.
+    send_lag_s: Optional[float] = None
+    slot_wait_s: Optional[float] = None
+    # The prompt set's category of the request (prompt_set workload), e.g. MT-Bench's "coding".
+    category: Optional[str] = None
     output_hash: Optional[str] = None
     output_token_ids: list[int] = field(default_factory=list)
     error: Optional[str] = None

@@ -149,7 +149,7 @@ class EngineActor:
         row = trial_row(keys=self.keys, trial=trial, settings=self.engine.settings, results=results,
                         measured_phases=params.measured_phases(), wall_s=wall_s, started_at=started_at,
                         counter_deltas=window.deltas(), kv_usage_peak=peak[0], slo=self.slo, attempts=attempt,
-                        warmup_s=warmup_s, **gc_columns)
+                        warmup_s=warmup_s, arrival_columns=params.arrival_columns(), **gc_columns)
         reqs = request_rows(keys=self.keys, trial_id=trial.trial_id, engine_id=trial.engine_id, results=results,
                             t0=t0)
         return TrialResult(trial=row, requests=reqs)
@@ -166,6 +166,7 @@ class EngineActor:
             params = dataclasses.replace(params, output_len=self.warmup_output_cap)
         if getattr(params, "requests_per_session", 1) > 1:  # one request per session covers the batch's shapes
             params = dataclasses.replace(params, requests_per_session=1)
+        params = params.warmup_variant()
         started = time.perf_counter()
         await workload.run(TrialContext(engine=sampled(self.host, params, base_seed=-1 - trial.repeat),
                                         concurrency=trial.concurrency, repeat=-1 - trial.repeat, params=params,

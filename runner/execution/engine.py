@@ -152,13 +152,15 @@ class EngineHost:
 
     async def stream(self, *, prompt_token_ids: list[int], max_tokens: int, session: int = 0, turn: int = 0,
                      phase: str = "measured", ignore_eos: bool = True, seed: int = 0,
-                     sampling: Sampling = GREEDY) -> RequestResult:
+                     sampling: Sampling = GREEDY, scheduled_at: Optional[float] = None) -> RequestResult:
         from vllm import SamplingParams
         from vllm.sampling_params import RequestOutputKind
 
         params = SamplingParams(max_tokens=max_tokens, ignore_eos=ignore_eos, seed=self._seed(seed, sampling),
                                 output_kind=RequestOutputKind.DELTA, **sampling.params())
-        timeline = Timeline(sent_at=time.perf_counter())
+        sent = time.perf_counter()
+        # Open loop: latency counts from the scheduled send, so a late client shows instead of hiding.
+        timeline = Timeline(sent_at=sent if scheduled_at is None else scheduled_at)
         token_ids: list[int] = []
         final = None
         request_id = f"r{next(self._ids)}-{os.getpid()}"
@@ -173,7 +175,8 @@ class EngineHost:
         finally:
             self.in_flight.discard(request_id)
         return RequestResult(timeline=timeline, prompt_tokens=len(prompt_token_ids), output_token_ids=token_ids,
-                             session=session, turn=turn, phase=phase, **_engine_side(final))
+                             session=session, turn=turn, phase=phase,
+                             send_lag_s=None if scheduled_at is None else sent - scheduled_at, **_engine_side(final))
 
     async def abort_in_flight(self) -> int:
         """Aborts every request still running (a failed workload's leftovers); returns how many."""
@@ -349,7 +352,10 @@ def request_spec_figures(spec) -> dict:
     steps = sum(histogram)
     accepted = sum(j * count for j, count in enumerate(histogram))
     drafted = int(getattr(spec, "num_draft_tokens", 0) or 0)
+    # A chain drafter's accepted drafts are a prefix of its k: j accepted means positions 0..j-1 accepted.
+    per_position = [sum(histogram[j] for j in range(i + 1, len(histogram))) for i in range(len(histogram) - 1)]
     return {
+        "spec_accepted_per_position": per_position,
         "spec_num_steps": steps,
         "spec_num_draft_tokens": drafted,
         "spec_num_accepted_tokens": accepted,

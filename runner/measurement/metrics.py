@@ -148,6 +148,7 @@ def trial_latency_summary(timelines: Sequence[Timeline], *, slo: Slo = Slo()) ->
         "chunk_tokens_mean": mean(chunks),
         "chunk_tokens_p50": percentile(chunks, 50),
         "output_tokens_total": total_out,
+        "request_throughput_req_s": sum(1 for t in timelines if t.chunk_times) / duration if duration else None,
         "goodput_req_s": good,
         "slo_attainment": attainment,
     }

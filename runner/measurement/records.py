@@ -4,6 +4,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Sequence
 
+from runner.measurement.arrivals import lag_columns, offered_rate
 from runner.measurement.metrics import (Slo, chunk_gaps, combine_hashes, distinct_token_share, e2e, hash_tokens,
                                         trial_latency_summary, tpot, ttft)
 from runner.measurement.workloads.base import RequestResult
@@ -32,6 +33,8 @@ def request_rows(*, keys: RunKeys, trial_id: str, engine_id: str, results: Seque
             spec_acceptance_rate=r.spec_acceptance_rate, spec_mean_acceptance_length=r.spec_mean_acceptance_length,
             spec_num_steps=r.spec_num_steps, spec_num_draft_tokens=r.spec_num_draft_tokens,
             spec_num_accepted_tokens=r.spec_num_accepted_tokens,
+            spec_accepted_per_position=list(r.spec_accepted_per_position),
+            send_lag_s=r.send_lag_s, slot_wait_s=r.slot_wait_s, category=r.category,
             output_hash=hash_tokens(r.output_token_ids),
             output_token_ids=list(r.output_token_ids) if keep_token_ids else [],
             error=r.error,
@@ -41,11 +44,17 @@ def request_rows(*, keys: RunKeys, trial_id: str, engine_id: str, results: Seque
 
 def trial_row(*, keys: RunKeys, trial, settings: EngineSettings, results: Sequence[RequestResult],
               measured_phases: Sequence[str], wall_s: float, started_at: float, counter_deltas: dict,
-              kv_usage_peak: float | None, slo: Slo = Slo(), attempts: int = 1, **columns) -> TrialRecord:
+              kv_usage_peak: float | None, slo: Slo = Slo(), attempts: int = 1,
+              arrival_columns: dict | None = None, **columns) -> TrialRecord:
     """`counter_deltas` must cover the measured requests only (the workload's measure window);
-    `columns` are the actor's own figures (warm-up time, GC pauses)."""
+    `arrival_columns` are the params' (WorkloadParams.arrival_columns); `columns` are the actor's own figures
+    (warm-up time, GC pauses)."""
     measured = [r for r in results if r.phase in measured_phases] or list(results)
     cached = [r.cached_tokens for r in measured if r.cached_tokens is not None]
+    scheduled = [r.timeline.sent_at for r in measured if r.send_lag_s is not None]
+    arrival = dict(arrival_columns or {"arrival": "closed"})
+    if arrival.get("arrival", "closed") != "closed" and arrival.get("offered_rate_req_s") is None:
+        arrival["offered_rate_req_s"] = offered_rate(scheduled)  # a trace's own rate
     return TrialRecord(
         **dataclasses.asdict(settings),
         sweep=keys.sweep, run_id=keys.run_id, trial_id=trial.trial_id, engine_id=trial.engine_id,
@@ -58,6 +67,8 @@ def trial_row(*, keys: RunKeys, trial, settings: EngineSettings, results: Sequen
         distinct_token_share=distinct_token_share([r.output_token_ids for r in measured]),
         output_hash=combine_hashes([hash_tokens(r.output_token_ids) for r in measured]),
         **trial_latency_summary([r.timeline for r in measured], slo=slo),
+        **lag_columns(lags=[r.send_lag_s for r in measured], slot_waits=[r.slot_wait_s for r in measured]),
+        **arrival,
         **counter_deltas,
         **columns,
     )

@@ -219,7 +219,7 @@ def expand_trials(*, engines: list[EngineConfig], workloads: dict[str, dict], co
             levels = _as_list(wparams.pop("concurrency", concurrency), axis=f"workload.{wname}.concurrency")
             repeats_here = int(wparams.pop("repeats", repeats))
             for point in expand_workload_points(name=wname, params=wparams):
-                for c, r in itertools.product(levels, range(repeats_here)):
+                for c, r in itertools.product(point_levels(wname, point, levels), range(repeats_here)):
                     key = {"engine": engine.engine_id, "workload": wname, "params": point,
                            "concurrency": int(c), "repeat": r, "api": api}
                     trial_id = "t-" + stable_hash(key)
@@ -230,6 +230,21 @@ def expand_trials(*, engines: list[EngineConfig], workloads: dict[str, dict], co
                     seen[trial_id] = trial
                     trials.append(trial)
     return trials
+
+
+def point_levels(workload: str, point: dict, levels: list) -> list[int]:
+    """The concurrency levels of one workload point: the grid's, or an open-loop point's own cap (its
+    max_concurrency, 0 for none) once, whatever the grid's concurrency axis says."""
+    from runner.measurement.workloads import WORKLOADS
+
+    cls = WORKLOADS.get(workload)
+    try:
+        params = cls.parse_params(point) if cls else None
+    except (TypeError, ValueError):
+        params = None
+    if params is None:
+        return [int(c) for c in levels]
+    return list(dict.fromkeys(int(params.trial_concurrency(int(c))) for c in levels))
 
 
 def with_api(engine: EngineConfig, api: str) -> EngineConfig:

@@ -8,6 +8,7 @@ from typing import Iterable, Optional
 
 from runner.config.schema import (ENGINE_AXES, SPEC_METHODS, TRIAL_AXES, EngineSection, ModelSection, RunConfig,
                                    SweepSection)
+from runner.plan import load_checks
 from runner.plan.grid import PlanError
 from runner.plan.spec_variants import check_spec_variants
 
@@ -387,6 +388,7 @@ def validate(config: RunConfig, *, known_engine_args=None) -> None:
             errors.append(f"engine axis {name!r} has no values (fix: sweep.engine_axes.{name}=[...])")
     errors += check_engine_arg_values(engine_args=engine_args, engine_axes=engine_axes)
     errors += check_workload_levels(workloads=workloads)
+    errors += load_checks.check_load_shape(workloads=workloads)
     if errors:
         raise PlanError("invalid sweep:\n  - " + "\n  - ".join(errors))
 

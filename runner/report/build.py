@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from runner.report import flags, plots, sections, verdict
+from runner.report import categories, flags, plots, rates, sections, verdict
 from runner.report.answer import answer_table, draft_count_lines
 from runner.report.arms import add_arms, describe_point, fixed_params, point_axes, point_coords
 from runner.report.cost import cost_table
@@ -268,6 +268,7 @@ def render_markdown(a: Analysis, *, plot_files: list[Path]) -> str:
                      "None: the outcome does not change along any axis."),
              _draft_section(a), _capacity_section(a), _divergence_section(a), _failures_section(a),
              _bandwidth_section(a), _detail_section(a), _engines_section(a), sections.device_time_section(a)]
+    parts += [rates.rate_section(a), categories.category_section(a)]
     if plot_files:
         parts.append(section("Plots", "\n\n".join(f"![{p.stem}]({p.name})" for p in plot_files)))
     return "\n\n".join(p for p in parts if p) + "\n"
@@ -279,6 +280,7 @@ def _draw(a: Analysis, out_dir: Path) -> list[Path]:
             for w in dict.fromkeys(a.points.workload)]
     jobs += [lambda: plots.plot_acceptance_per_position(a.trials, out_dir),
              lambda: plots.plot_kv_capacity(a.engines, out_dir)]
+    jobs += [lambda: rates.plot_rates(a, out_dir)]
     jobs += [lambda w=w: plots.plot_pareto(a.pareto, w, out_dir, params_text=a.params_text)
              for w in dict.fromkeys(a.pareto.workload if len(a.pareto) else [])]
     written = []

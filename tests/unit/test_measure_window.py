@@ -24,7 +24,7 @@ class FakeEngine:
         self.clock = 0.0
 
     async def stream(self, *, prompt_token_ids, max_tokens, session=0, turn=0, phase="measured", ignore_eos=True,
-                     seed=0):
+                     seed=0, scheduled_at=None):
         self.log.append(f"send:{phase}")
         await asyncio.sleep(0)
         t = Timeline(sent_at=self.clock)
@@ -35,7 +35,7 @@ class FakeEngine:
         return RequestResult(timeline=t, prompt_tokens=len(prompt_token_ids),
                              output_token_ids=list(range(max_tokens)), session=session, turn=turn, phase=phase)
 
-    async def generate_batch(self, *, prompts, max_tokens, sessions, phase="measured", ignore_eos=True, seed=0):
+    async def generate_batch(self, *, prompts, max_tokens, sessions, phase="measured", ignore_eos=True, seed=0, scheduled_at=None):
         return [await self.stream(prompt_token_ids=p, max_tokens=max_tokens, session=s, phase=phase)
                 for p, s in zip(prompts, sessions)]
 
@@ -125,4 +125,5 @@ def test_per_request_acceptance_uses_vllms_definitions():
     assert got["spec_acceptance_rate"] == pytest.approx(6 / 12)
     assert got["spec_mean_acceptance_length"] == pytest.approx(1 + 6 / 4)
     assert got["spec_mean_acceptance_length"] == pytest.approx(spec.to_dict()["mean_acceptance_length"])
+    assert got["spec_accepted_per_position"] == [3, 2, 1]  # steps accepting ≥ 1, ≥ 2, ≥ 3 drafts
     assert request_spec_figures(None) == {}

@@ -28,7 +28,7 @@ class FakeEngine:
 
 def test_registry_lists_all_reference_workloads():
     assert set(WORKLOADS) == {"decode", "shared_prefix", "second_request", "multi_turn", "long_context",
-                              "fixed_task"}
+                              "fixed_task", "trace", "prompt_set"}
     with pytest.raises(ValueError, match="valid: decode, fixed_task"):
         workload_class("nope")
 

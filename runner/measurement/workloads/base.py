@@ -32,6 +32,13 @@ class RequestResult:
     spec_num_steps: Optional[int] = None
     spec_num_draft_tokens: Optional[int] = None
     spec_num_accepted_tokens: Optional[int] = None
+    # Accepted drafts at each position over the request's verify steps (vLLM ≥ 0.32's per-request histogram).
+    spec_accepted_per_position: list[int] = field(default_factory=list)
+    # Open loop: actual send − scheduled send, and the part of it spent waiting for a max_concurrency slot.
+    send_lag_s: Optional[float] = None
+    slot_wait_s: Optional[float] = None
+    # The prompt set's category of this request (prompt_set workloads; null elsewhere).
+    category: Optional[str] = None
     error: Optional[str] = None
 
 
@@ -44,7 +51,9 @@ class Engine(Protocol):
 
     async def stream(self, *, prompt_token_ids: list[int], max_tokens: int, session: int = 0, turn: int = 0,
                      phase: str = "measured", ignore_eos: bool = True, seed: int = 0,
-                     sampling: Optional[Sampling] = None) -> RequestResult: ...
+                     sampling: Optional[Sampling] = None, scheduled_at: Optional[float] = None) -> RequestResult:
+        """`scheduled_at` (perf_counter): the request's timeline starts there and its lag is recorded."""
+        ...
 
     async def reset_prefix_cache(self) -> None: ...
 
@@ -72,6 +81,8 @@ class WorkloadParams:
     repetition_penalty: float = 1.0
     # Integer fields that may be 0 (all others must be ≥ 1).
     zero_allowed: ClassVar[tuple[str, ...]] = ("seed",)
+    # Number fields that are no count (a rate): the class checks them itself.
+    not_counts: ClassVar[tuple[str, ...]] = ()
 
     def max_sequence_tokens(self) -> int:
         """The longest prompt + output any request of this workload may need."""
@@ -82,6 +93,8 @@ class WorkloadParams:
         errors = []
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
+            if f.name in self.not_counts:
+                continue
             if isinstance(value, int) and not isinstance(value, bool):
                 if f.name in self.zero_allowed and value < 0:
                     errors.append(f"{f.name}={value} must be ≥ 0")
@@ -104,6 +117,19 @@ class WorkloadParams:
     def measured_phases(self) -> tuple[str, ...]:
         """Request phases that count toward the trial's latency figures."""
         return ("measured",)
+
+    def warmup_variant(self) -> "WorkloadParams":
+        """The params of this shape's unmeasured warm-up run (the same, unless a workload says otherwise)."""
+        return self
+
+    def arrival_columns(self) -> dict:
+        """The trial's arrival columns (runner.schema.TrialRecord): how its requests arrived."""
+        return {"arrival": "closed"}
+
+    def trial_concurrency(self, grid_level: int) -> int:
+        """The trial's concurrency at a grid level: closed-loop sessions; an open-loop workload records its
+        max_concurrency cap instead (0: none), the grid's concurrency axis being no part of it."""
+        return grid_level
 
 
 class MeasureWindow(Protocol):

@@ -3,6 +3,8 @@
 `api: async` streams each request through AsyncLLM (client-side timings, one
 client per session); `api: offline` hands all N × requests_per_session prompts
 to one `LLM.generate` call (throughput without client scheduling).
+Open loop (`arrival: poisson | gamma`): `num_requests` cold prompts leave on a seeded schedule at
+`request_rate`, whether or not earlier ones finished (runner.measurement.workloads.open_loop).
 """
 from __future__ import annotations
 
@@ -10,14 +12,16 @@ import asyncio
 from dataclasses import dataclass
 
 from runner.measurement.prompts import derived_seed, prompt_maker
-from runner.measurement.workloads.base import DECODE_SPEED, RequestResult, TrialContext, Workload, WorkloadParams
+from runner.measurement.workloads.base import DECODE_SPEED, RequestResult, TrialContext, Workload
+from runner.measurement.workloads.open_loop import OpenLoopParams, on_schedule
 
 
 @dataclass(kw_only=True)
-class DecodeParams(WorkloadParams):
+class DecodeParams(OpenLoopParams):
     input_len: int = 128
     output_len: int = 64
     requests_per_session: int = 1
+    num_requests: int = 32  # open loop only: requests on the schedule (closed: concurrency × requests_per_session)
 
     def max_sequence_tokens(self) -> int:
         return self.input_len + self.output_len
@@ -34,6 +38,8 @@ class Decode(Workload):
         p: DecodeParams = ctx.params  # type: ignore[assignment]
         engine = ctx.engine
         maker = prompt_maker(p, engine)
+        if p.open_loop:
+            return await self._open_loop(ctx, p, maker)
 
         # Every prompt exists before the window opens: tokenizing is not part of any figure.
         keys = [(s, turn) for s in range(ctx.concurrency) for turn in range(p.requests_per_session)]
@@ -58,3 +64,17 @@ class Decode(Workload):
         per_session = await asyncio.gather(*(session(s) for s in range(ctx.concurrency)))
         await ctx.window.end()
         return [r for rs in per_session for r in rs]
+
+    async def _open_loop(self, ctx: TrialContext, p: DecodeParams, maker) -> list[RequestResult]:
+        prompts = [maker.tokens(length=p.input_len, seed=derived_seed(base=ctx.seed, session=i))
+                   for i in range(p.num_requests)]
+        offsets = p.schedule(seed=derived_seed(base=ctx.seed, salt="arrivals"))
+
+        async def arrival(i: int, sender) -> list[RequestResult]:
+            return [await sender.stream(prompt_token_ids=prompts[i], max_tokens=p.output_len, session=i)]
+
+        await ctx.window.begin()
+        results = await on_schedule(engine=ctx.engine, offsets=offsets, max_concurrency=p.max_concurrency,
+                                    arrival=arrival)
+        await ctx.window.end()
+        return results

@@ -1,0 +1,133 @@
+"""Open-loop arrivals for any workload: its params (`arrival`, `request_rate`, `burstiness`, `max_concurrency`)
+and the driver that starts each request (or session) on its scheduled time, whether or not earlier ones finished.
+
+A request's timeline starts at its scheduled send, so its TTFT and E2E count from there: a client that fell
+behind shows as latency and as `send_lag_s`, never as a quietly slower offered load. With `max_concurrency`
+a request waits for one of that many slots (`slot_wait_s`, part of its lag, not counted as the client's).
+"""
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import math
+import time
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable, ClassVar, Optional, Sequence
+
+from runner.measurement.arrivals import Arrival, parse_rate, send_offsets
+from runner.measurement.workloads.base import Engine, RequestResult, WorkloadParams
+
+# Arrivals of an open-loop shape's unmeasured warm-up (all at once): enough to batch, short enough to be cheap.
+WARMUP_ARRIVALS = 8
+
+
+@dataclass(kw_only=True)
+class OpenLoopParams(WorkloadParams):
+    """The arrival parameters a workload that can run open-loop takes (list values are axes, as elsewhere)."""
+
+    arrival: str = "closed"  # closed | poisson | gamma
+    request_rate: Any = None  # req/s (a number or inf); needed unless closed
+    burstiness: float = 1.0  # gamma's shape: 1 = Poisson, < 1 burstier
+    max_concurrency: Optional[int] = None  # open loop: at most this many requests in flight (null: no cap)
+
+    @property
+    def open_loop(self) -> bool:
+        return self.arrival != Arrival.CLOSED
+
+    def rate(self) -> float:
+        return parse_rate(self.request_rate)
+
+    def arrivals(self) -> int:
+        """How many requests (or sessions) arrive on the clock in open loop."""
+        return int(getattr(self, self.arrivals_field))
+
+    def validate(self) -> list[str]:
+        errors = super().validate()
+        valid = (Arrival.CLOSED, Arrival.POISSON, Arrival.GAMMA)
+        if self.arrival not in valid:
+            return errors + [f"arrival={self.arrival!r} is unknown; valid: {', '.join(valid)}"]
+        if not self.open_loop:
+            for name, unset in (("request_rate", None), ("max_concurrency", None), ("burstiness", 1.0)):
+                if getattr(self, name) != unset:
+                    errors.append(f"{name}={getattr(self, name)!r} needs an open-loop arrival "
+                                  f"(arrival=poisson or gamma); closed-loop sessions send when their last "
+                                  f"request finished")
+            return errors
+        if self.request_rate is None:
+            return errors + [f"request_rate=null: arrival={self.arrival} needs a rate in req/s (a number > 0 or inf)"]
+        try:
+            rate = self.rate()
+        except ValueError as exc:
+            return errors + [str(exc)]
+        if not rate > 0:
+            errors.append(f"request_rate={self.request_rate!r} must be > 0 req/s (or inf: all at once)")
+        if isinstance(self.burstiness, bool) or not isinstance(self.burstiness, (int, float)) \
+                or not self.burstiness > 0 or math.isinf(self.burstiness):
+            errors.append(f"burstiness={self.burstiness!r} must be a number > 0 (1 = Poisson)")
+        elif self.arrival == Arrival.POISSON and self.burstiness != 1:
+            errors.append(f"burstiness={self.burstiness!r} is gamma's shape; Poisson is burstiness 1 "
+                          f"(use arrival=gamma)")
+        return errors
+
+    def schedule(self, *, seed: int) -> list[float]:
+        """Seconds from the first send to each arrival's."""
+        return send_offsets(count=self.arrivals(), rate=self.rate(), burstiness=float(self.burstiness), seed=seed)
+
+    def warmup_variant(self) -> "OpenLoopParams":
+        """An open-loop shape warms up with a few arrivals at once (a schedule of its own would take its
+        whole length unmeasured)."""
+        if not self.open_loop:
+            return self
+        return dataclasses.replace(self, request_rate=math.inf, **{self.arrivals_field: min(
+            self.arrivals(), WARMUP_ARRIVALS)})
+
+    not_counts = ("request_rate", "burstiness")
+    # The field that says how many arrivals the schedule has (num_requests, num_sessions).
+    arrivals_field: ClassVar[str] = "num_requests"
+
+    def trial_concurrency(self, grid_level: int) -> int:
+        return (self.max_concurrency or 0) if self.open_loop else grid_level
+
+    def arrival_columns(self) -> dict:
+        if not self.open_loop:
+            return super().arrival_columns()
+        return {"arrival": str(self.arrival), "offered_rate_req_s": self.rate()}
+
+
+class Sender:
+    """Sends one arrival's requests: the first on its scheduled time (lag recorded), later ones (a session's
+    next turns) when called; each waits for a slot under a `max_concurrency` cap."""
+
+    def __init__(self, *, engine: Engine, scheduled_at: float, slots: Optional[asyncio.Semaphore]):
+        self.engine = engine
+        self._scheduled_at: Optional[float] = scheduled_at
+        self._slots = slots
+
+    async def stream(self, **request) -> RequestResult:
+        scheduled, self._scheduled_at = self._scheduled_at, None
+        if self._slots is None:
+            return await self.engine.stream(**request, scheduled_at=scheduled)
+        asked = time.perf_counter()
+        async with self._slots:
+            wait = time.perf_counter() - (scheduled if scheduled is not None else asked)
+            result = await self.engine.stream(**request, scheduled_at=scheduled if scheduled is not None else asked)
+        result.slot_wait_s = max(0.0, wait)
+        return result
+
+
+async def on_schedule(*, engine: Engine, offsets: Sequence[float], max_concurrency: Optional[int],
+                      arrival: Callable[[int, Sender], Awaitable[list[RequestResult]]]) -> list[RequestResult]:
+    """Runs `arrival(i, sender)` for each offset, starting it `offsets[i]` seconds after the call; returns every
+    result in arrival order."""
+    slots = asyncio.Semaphore(max_concurrency) if max_concurrency else None
+    start = time.perf_counter()
+
+    async def one(i: int) -> list[RequestResult]:
+        at = start + offsets[i]
+        # A loop whose clock is coarser than perf_counter (uvloop: milliseconds) may wake a little early.
+        while (delay := at - time.perf_counter()) > 0:
+            await asyncio.sleep(delay)
+        return await arrival(i, Sender(engine=engine, scheduled_at=at, slots=slots))
+
+    per_arrival = await asyncio.gather(*(one(i) for i in range(len(offsets))))
+    return [r for rs in per_arrival for r in rs]

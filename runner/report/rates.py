@@ -1,0 +1,215 @@
+"""Open-loop trials against their offered rate: latency percentiles, goodput, and each arm's highest rate that
+meets `report.slo`, with an interval. Pure: reads persisted trials and requests only.
+
+A line is one arm at one workload point with the rate axes (`request_rate`, a trace's `time_scale`) left out; its
+points are the offered rates, `inf` (everything at once: saturation) placed at the request throughput it measured.
+A point meets the SLO when the median over repeats of every targeted trial figure is within its limit (as in
+runner.report.slo). The highest sustainable rate is interpolated linearly between the last point that meets it
+and the first that does not; its 95 % interval is a seeded bootstrap of that crossing (each point's repeats
+resampled independently), never narrower than what the grid can say: "≥ r" when every measured rate meets it,
+"< r" when even the lowest misses. Goodput = the trial's measured requests meeting every target as a per-request
+limit (TTFT, TPOT or E2E ≤ its tightest limit) / `duration_s` (vLLM's `--goodput`).
+"""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from runner.measurement.stats import interpolate_crossing
+from runner.report.render import md_table, section
+from runner.report.settings import SLO_COLUMNS
+from runner.schema import TrialStatus
+
+RATE_AXES = ("request_rate", "time_scale")
+OPEN_LOOP = ("poisson", "gamma", "trace")
+BOOTSTRAP = 1000
+# Per-request columns a report.slo name bounds (its percentile becomes a per-request limit for goodput).
+REQUEST_LIMITS = {"ttft": "ttft_s", "tpot": "tpot_s", "e2e": "e2e_s"}
+
+
+def line_params(params_json: str) -> str:
+    """The params without the rate axes: what makes one line of points against rate."""
+    params = json.loads(params_json or "{}")
+    return json.dumps({k: v for k, v in params.items() if k not in RATE_AXES}, sort_keys=True)
+
+
+def request_goodput(trials: pd.DataFrame, requests: pd.DataFrame, slo: dict[str, float]) -> pd.Series:
+    """Per trial (indexed like `trials`): measured requests within every per-request limit / duration_s."""
+    limits: dict[str, float] = {}
+    for name, ms in slo.items():
+        column = REQUEST_LIMITS[name.split("_")[0]]
+        limits[column] = min(limits.get(column, math.inf), ms / 1000.0)
+    if not limits or not len(requests):
+        return pd.Series(np.nan, index=trials.index)
+    chosen = requests[requests.error.isna() & (requests.phase == "measured")].copy()
+    ok = np.ones(len(chosen), dtype=bool)
+    for column, limit in limits.items():
+        ok &= (pd.to_numeric(chosen[column], errors="coerce") <= limit).to_numpy()
+    chosen["meets"] = ok
+    met = chosen.groupby(["source", "trial_id"]).meets.sum()
+    keys = list(zip(trials.source, trials.trial_id))
+    counts = pd.Series([met.get(k, 0) for k in keys], index=trials.index, dtype=float)
+    return counts / pd.to_numeric(trials.duration_s, errors="coerce")
+
+
+def rate_points(trials: pd.DataFrame, requests: pd.DataFrame, slo: dict[str, float]) -> pd.DataFrame:
+    """One row per (workload, line, arm, offered rate) of the ok open-loop trials."""
+    if "arrival" not in trials:
+        return pd.DataFrame()
+    ok = trials[(trials.status == TrialStatus.OK) & trials.arrival.isin(OPEN_LOOP)]
+    ok = ok[pd.to_numeric(ok.offered_rate_req_s, errors="coerce").notna()].copy()
+    if not len(ok):
+        return pd.DataFrame()
+    ok["line"] = [line_params(p) for p in ok.workload_params_json]
+    ok["goodput"] = request_goodput(ok, requests, slo)
+    rows = []
+    for (workload, line, arm, rate), group in ok.groupby(["workload", "line", "arm", "offered_rate_req_s"],
+                                                          sort=False):
+        throughput = float(pd.to_numeric(group.request_throughput_req_s, errors="coerce").median())
+        row = {"workload": workload, "line": line, "arm": arm, "arm_order": group.arm_order.iloc[0],
+               "offered": float(rate), "x": throughput if math.isinf(rate) else float(rate), "n": len(group),
+               "throughput": throughput, "goodput": float(group.goodput.median()),
+               "ttft_p50_ms": float(pd.to_numeric(group.ttft_p50_s, errors="coerce").median()) * 1000,
+               "ttft_p99_ms": float(pd.to_numeric(group.ttft_p99_s, errors="coerce").median()) * 1000,
+               "tpot_p50_ms": float(pd.to_numeric(group.tpot_p50_s, errors="coerce").median()) * 1000,
+               "client_behind": bool(group.client_behind.fillna(False).astype(bool).any()),
+               "samples": {name: [float(v) * 1000 for v in pd.to_numeric(group[SLO_COLUMNS[name]],
+                                                                          errors="coerce")]
+                           for name in slo}}
+        medians = {name: float(np.nanmedian(v)) if len(v) else math.nan for name, v in row["samples"].items()}
+        row.update({f"slo:{name}": m for name, m in medians.items()})
+        row["meets"] = all(m <= slo[name] for name, m in medians.items())  # NaN does not meet
+        rows.append(row)
+    points = pd.DataFrame(rows)
+    # Saturation (inf) stays last on its line whatever its measured throughput.
+    points["order"] = [(math.isinf(o), o) for o in points.offered]
+    return points.sort_values(["workload", "line", "arm_order", "order"]).drop(columns="order").reset_index(drop=True)
+
+
+def _crossing(xs: list[float], medians: list[dict[str, float]], slo: dict[str, float]) -> tuple[float, int]:
+    """(highest x meeting the SLO, index of the first point that misses; −1 when none misses). NaN when the
+    first point misses."""
+    for i, figures in enumerate(medians):
+        if all(figures[n] <= limit for n, limit in slo.items()):
+            continue
+        if i == 0:
+            return math.nan, 0
+        before = medians[i - 1]
+        x0, x1 = xs[i - 1], max(xs[i], xs[i - 1])
+        crossings = [interpolate_crossing(x0, before[n], x1, figures[n], limit)
+                     for n, limit in slo.items() if not figures[n] <= limit and not math.isnan(figures[n])]
+        return (min(crossings) if crossings else x0), i
+    return xs[-1], -1
+
+
+def highest_rates(points: pd.DataFrame, slo: dict[str, float], *, seed: int = 0) -> pd.DataFrame:
+    """Per line and arm: the highest sustainable rate, its bootstrap interval and the bracket the grid gives."""
+    rows = []
+    rng = np.random.default_rng(seed)
+    for (workload, line, arm), group in points.groupby(["workload", "line", "arm"], sort=False):
+        xs = list(group.x)
+        medians = [{n: float(np.nanmedian(s[n])) if len(s[n]) else math.nan for n in slo} for s in group.samples]
+        estimate, miss = _crossing(xs, medians, slo)
+        draws = []
+        for _ in range(BOOTSTRAP):
+            resampled = [{n: float(np.nanmedian(rng.choice(s[n], size=len(s[n])))) if len(s[n]) else math.nan
+                          for n in slo} for s in group.samples]
+            value, _ = _crossing(xs, resampled, slo)
+            draws.append(xs[0] if math.isnan(value) else value)  # "below the lowest rate" counts as that rate
+        lo, hi = np.percentile(draws, [2.5, 97.5])
+        rates = [("inf→" if math.isinf(o) else "") + f"{x:.3g}" for o, x in zip(group.offered, xs)]
+        if miss == 0:
+            text = f"< {xs[0]:.3g} req/s (the lowest rate misses it)"
+        elif miss < 0:
+            text = f"≥ {xs[-1]:.3g} req/s (every measured rate meets it)"
+        else:
+            text = f"≈ {estimate:.3g} req/s [{lo:.3g}–{hi:.3g}] (between {xs[miss - 1]:.3g} and {xs[miss]:.3g})"
+        rows.append({"workload": workload, "line": line, "arm": arm, "arm_order": group.arm_order.iloc[0],
+                     "highest rate": estimate, "ci_lo": float(lo), "ci_hi": float(hi), "within the SLO": text,
+                     "repeats": int(group.n.min()), "measured rates (req/s)": ", ".join(rates),
+                     "client behind at": ", ".join(r for r, b in zip(rates, group.client_behind) if b) or "–"})
+    return pd.DataFrame(rows)
+
+
+def _line_text(a, workload: str, line: str) -> str:
+    return a.params_text(workload, line) or "–"
+
+
+def rate_section(a) -> str:
+    """The report's "Against offered rate" section (empty without open-loop trials)."""
+    slo = a.settings.slo
+    points = rate_points(a.trials, a.results.requests, slo)
+    if not len(points):
+        return ""
+    table = pd.DataFrame({
+        "workload": points.workload, "params": [_line_text(a, w, l) for w, l in zip(points.workload, points.line)],
+        "arm": points.arm, "offered req/s": ["inf (saturation)" if math.isinf(o) else o for o in points.offered],
+        "n": points.n, "throughput req/s": points.throughput, "goodput req/s": points.goodput,
+        "TTFT p50 ms": points.ttft_p50_ms, "TTFT p99 ms": points.ttft_p99_ms, "TPOT p50 ms": points.tpot_p50_ms,
+        "meets SLO": ["yes" if m else "no" for m in points.meets] if slo else "–",
+        "client behind": ["yes" if b else "" for b in points.client_behind]})
+    blocks = ["Open-loop trials by offered rate (medians over repeats). Throughput = measured requests completed / "
+              "their span; goodput counts those within every `report.slo` target taken as a per-request limit. "
+              "\"client behind\": the sends ran late (p99 lag > 10 ms), so that point measured the client."]
+    if slo:
+        best = highest_rates(points, slo, seed=a.settings.seed)
+        blocks.append(md_table(pd.DataFrame({
+            "workload": best.workload, "params": [_line_text(a, w, l) for w, l in zip(best.workload, best.line)],
+            "arm": best.arm, f"highest rate within the SLO ({a.settings.slo_text()})": best["within the SLO"],
+            "repeats": best.repeats, "measured": best["measured rates (req/s)"],
+            "client behind at": best["client behind at"]})))
+        blocks.append("Interpolated between the two measured rates around the crossing; [95 % interval]: a seeded "
+                      "bootstrap of the crossing over each rate's repeats. A narrower bracket needs rates between.")
+    else:
+        blocks.append("No `report.slo` target: set one (e.g. report.slo.ttft_p99_ms=500, or --slo ttft_p99_ms=500) "
+                      "for each arm's highest sustainable rate.")
+    blocks.append(md_table(table))
+    return section("Against offered rate", *blocks)
+
+
+def plot_rates(a, out_dir: Path) -> Path | None:
+    """Latency percentiles and goodput against offered rate: one row of two panels per workload, one line per
+    arm (and point)."""
+    points = rate_points(a.trials, a.results.requests, a.settings.slo)
+    if not len(points):
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    workloads = list(dict.fromkeys(points.workload))
+    fig, axes = plt.subplots(len(workloads), 2, figsize=(11, 4 * len(workloads)), squeeze=False)
+    for (latency, good), workload in zip(axes, workloads):
+        mine = points[points.workload == workload]
+        for (line, arm), row in mine.groupby(["line", "arm"], sort=False):
+            label = arm if mine.line.nunique() == 1 else f"{arm} {_line_text(a, workload, line)}"
+            drawn = latency.plot(row.x, row.ttft_p50_ms, marker="o", label=f"{label} TTFT p50")
+            latency.plot(row.x, row.ttft_p99_ms, marker="^", linestyle="--", color=drawn[0].get_color(),
+                         label=f"{label} TTFT p99")
+            good.plot(row.x, row.goodput if a.settings.slo else row.throughput, marker="o", label=label)
+        for name, limit in a.settings.slo.items():
+            if name.startswith("ttft"):
+                latency.axhline(limit, color="grey", linewidth=0.8, linestyle=":")
+        good.plot(sorted(mine.x), sorted(mine.x), color="grey", linewidth=0.6, linestyle=":", label="offered")
+        latency.set_ylabel("ms")
+        latency.set_title(f"{workload}: TTFT percentiles", fontsize=10)
+        good.set_ylabel("req/s")
+        good.set_title(f"{workload}: " + ("goodput (within report.slo)" if a.settings.slo else
+                                          "throughput (no report.slo)"), fontsize=10)
+        for ax in (latency, good):
+            ax.set_xlabel("offered req/s (saturation: at its measured throughput)")
+            ax.set_xlim(left=0)
+            ax.set_ylim(bottom=0)
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=7)
+    fig.suptitle("Against offered rate (medians of repeats)")
+    fig.tight_layout()
+    out = Path(out_dir) / "latency_vs_rate.png"
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return out

@@ -1,0 +1,50 @@
+"""Bad production-shaped load through `python -m runner`: a rate ≤ 0, a trace with unsorted or negative timestamps,
+a prompt file not in its declared format, a mix naming a category the file lacks, open-loop arrivals on the offline
+API. Refused before anything starts, naming the line and the override that fixes it."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.support.cli import run_cli
+
+QUESTIONS = Path(__file__).resolve().parents[1] / "fixtures" / "load" / "questions_3cat.jsonl"
+
+
+def refuse(tmp_path, *overrides) -> str:
+    proc = run_cli("dry_run=false", "tracking=none", "run=bad", *overrides, output_root=tmp_path / "out",
+                   check=False, timeout=300)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert not list((tmp_path / "out").rglob("*.parquet")) and not list((tmp_path / "out").rglob("logs"))
+    return proc.stderr
+
+
+def trace(tmp_path, name, timestamps) -> Path:
+    path = tmp_path / name
+    path.write_text("".join(json.dumps({"timestamp": t, "input_length": 8, "output_length": 2, "hash_ids": [1]}) + "\n"
+                            for t in timestamps))
+    return path
+
+
+def test_bad_rate_unsorted_trace_and_a_misdeclared_prompt_file_are_refused_at_once(tmp_path):
+    unsorted = trace(tmp_path, "unsorted.jsonl", [0, 40, 30])
+    err = refuse(tmp_path, "workload=[decode,trace,prompt_set]", "+workload.decode.arrival=poisson",
+                 "+workload.decode.request_rate=[2,0]", f"workload.trace.trace_file={unsorted}",
+                 f"workload.prompt_set.prompt_file={QUESTIONS}", "workload.prompt_set.prompt_format=sharegpt")
+    assert "request_rate=0 must be > 0 req/s" in err and "fix: workload.decode.request_rate=" in err
+    assert "unsorted.jsonl line 3: timestamp 30 is before line 2's 40" in err
+    assert "fix: workload.trace.trace_file=" in err
+    assert "questions_3cat.jsonl line 1: no 'conversations' list: not ShareGPT" in err
+    assert "prompt_format=mt_bench" in err and "fix: workload.prompt_set.prompt_file=" in err
+
+
+def test_a_mix_naming_a_missing_category_a_negative_timestamp_and_offline_arrivals_are_refused(tmp_path):
+    negative = trace(tmp_path, "negative.jsonl", [-5, 0])
+    err = refuse(tmp_path, "workload=[decode,trace,prompt_set]", "+workload.decode.arrival=gamma",
+                 "+workload.decode.request_rate=inf", "workload.decode.api=offline",
+                 f"workload.trace.trace_file={negative}", f"workload.prompt_set.prompt_file={QUESTIONS}",
+                 "workload.prompt_set.prompt_format=mt_bench", "workload.prompt_set.mix={code:1,maths:2}")
+    assert "names category 'maths', which the prompt file lacks; it has: code, prose, counting" in err
+    assert "fix: workload.prompt_set.mix=" in err
+    assert "negative.jsonl line 1: timestamp=-5 is negative" in err
+    assert "fix: workload.decode.api=async" in err

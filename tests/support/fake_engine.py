@@ -1,0 +1,40 @@
+"""An engine stand-in for pure tests of workloads' request timing: no process, no model."""
+from __future__ import annotations
+
+import asyncio
+import time
+
+from runner.measurement.metrics import Timeline
+from runner.measurement.workloads.base import RequestResult
+
+
+class SlowEngine:
+    """Each request takes `service_s`; records the scheduled and actual send of each."""
+
+    max_model_len = 4096
+    vocab_size = 1000
+    first_token_id = 0
+
+    def __init__(self, service_s: float = 0.05):
+        self.service_s = service_s
+        self.in_flight = 0
+        self.peak = 0
+
+    async def stream(self, *, prompt_token_ids, max_tokens, session=0, turn=0, phase="measured", ignore_eos=True,
+                     seed=0, scheduled_at=None):
+        sent = time.perf_counter()
+        self.in_flight += 1
+        self.peak = max(self.peak, self.in_flight)
+        t = Timeline(sent_at=sent if scheduled_at is None else scheduled_at)
+        await asyncio.sleep(self.service_s)
+        t.add_chunk(at=time.perf_counter(), tokens=max_tokens)
+        self.in_flight -= 1
+        return RequestResult(timeline=t, prompt_tokens=len(prompt_token_ids), output_token_ids=[1] * max_tokens,
+                             session=session, turn=turn, phase=phase,
+                             send_lag_s=None if scheduled_at is None else sent - scheduled_at)
+
+    async def reset_prefix_cache(self):
+        return True
+
+    def encode_text(self, text):
+        return [ord(c) % 1000 for c in text]
