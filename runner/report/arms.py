@@ -50,9 +50,11 @@ def _arm_table(rows: pd.DataFrame) -> pd.DataFrame:
     arms["spec_method"] = arms.spec_method.fillna("off")
     labels = engine_labels([_settings(r) for r in arms.to_dict("records")], apis=list(arms.api.astype(str)))
     arms["arm"] = labels
-    settings = [label.partition(" ")[2] for label in labels]
-    # Arms that differ only in spec method and k form a family: the candidates for "best draft count".
-    arms["family"] = settings
+    # Arms that differ only in spec method and static k form a family: the candidates for "best draft count"
+    # (a schedule arm is not one of them: it is compared with the chosen static k instead).
+    arms["family"] = [" ".join(w for w in label.partition(" ")[2].split() if not w.startswith(("sched=", "accept=")))
+                      for label in labels]
+    arms["scheduled"] = [isinstance(v, str) and bool(v) for v in arms.spec_schedule]
     if (arms.groupby("arm").source.nunique() > 1).any():
         arms["arm"] = [f"{a} @{s}" for a, s in zip(arms.arm, arms.source)]
         arms["family"] = [f"{f} @{s}".strip() for f, s in zip(arms.family, arms.source)]
@@ -95,7 +97,7 @@ def add_arms(engines: pd.DataFrame, trials: pd.DataFrame) -> tuple[pd.DataFrame,
     engines, trials = (frame.assign(**{c: None for c in LATER_ARM_FIELDS if c not in frame.columns})
                        for frame in (engines, trials))
     if not len(engines) and not len(trials):
-        empty = dict(arm=[], k=[], arm_order=[], family=[])
+        empty = dict(arm=[], k=[], arm_order=[], family=[], scheduled=[])
         return engines.assign(**empty), trials.assign(**empty)
     both = pd.concat([engines[["source", *ARM_FIELDS]], trials[["source", *ARM_FIELDS]]], ignore_index=True)
     both["spec_method"] = both.spec_method.fillna("off")
@@ -107,7 +109,7 @@ def add_arms(engines: pd.DataFrame, trials: pd.DataFrame) -> tuple[pd.DataFrame,
         frame["spec_method"] = frame.spec_method.fillna("off")
         frame["_key"] = _row_keys(frame, key)
         table = arms.assign(_key=_row_keys(arms, key)).set_index("_key")
-        for column in ("arm", "k", "arm_order", "family"):
+        for column in ("arm", "k", "arm_order", "family", "scheduled"):
             frame[column] = frame._key.map(table[column])
         return frame.drop(columns="_key")
 

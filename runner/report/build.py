@@ -15,6 +15,9 @@ from runner.report.cost import cost_table
 from runner.report.load import Results, load_results
 from runner.report.metrics import deciding_metric, point_table, sample_values
 from runner.report.pareto import pareto_points
+from runner.report.profiles import profiles_as_points
+from runner.report.schedule_report import (acceptance_predictions, derived_schedules, schedule_outcomes,
+                                           schedule_recommendations)
 from runner.report.race_report import race_stops
 from runner.report.recommend import recommendation
 from runner.report.render import md_table, percent, section
@@ -52,14 +55,16 @@ class Analysis:
     recommendation: dict
     answer: pd.DataFrame
     draft_lines: list[str]
+    schedules: list = field(default_factory=list)  # runner.report.schedule_report.derived_schedules
+    schedule_outcomes: pd.DataFrame = field(default_factory=pd.DataFrame)
+    al_predictions: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     def point_text(self, frame: pd.DataFrame) -> list[str]:
         return _point_text(frame, self.trials)
 
     def params_text(self, workload: str, params_json: str) -> str:
         """A workload's varying params (not concurrency) at one params value."""
-        axes = [x for x in point_axes(self.trials[self.trials.workload == workload]) if x != "concurrency"]
-        return describe_point(point_coords({"workload_params_json": params_json, "concurrency": 0}), axes)
+        return _params_text(self.trials, workload, params_json)
 
 
 @dataclass(kw_only=True)
@@ -77,8 +82,8 @@ def settings_of(results: Results) -> ReportSettings:
 
 def analyse(results: Results, *, bandwidth: float | None = None, settings: ReportSettings | None = None) -> Analysis:
     s = settings or settings_of(results)
-    engines, trials = add_arms(results.engines, results.trials)
-    requests = results.requests
+    trials, requests, engines = profiles_as_points(results.trials, results.requests, results.engines)
+    engines, trials = add_arms(engines, trials)
     points = point_table(trials, sample_values(trials, requests), seed=s.seed)
     capacity = flags.capacity_flags(trials, requests, engines)
     rule = dict(tie_band=s.tie_band, min_repeats=s.min_repeats, seed=s.seed)
@@ -97,6 +102,9 @@ def analyse(results: Results, *, bandwidth: float | None = None, settings: Repor
         metric_heading={w: deciding_metric(w).heading for w in outcomes.workload.unique()},
         config=config, degenerate=degenerate, divergence=divergence,
         failures=failures, stops=race, tie_band=s.tie_band, min_repeats=s.min_repeats, sources=results.sources)
+    schedules = derived_schedules(choices, trials, engines, config)
+    recommended["draft_schedule"] = schedule_recommendations(
+        schedules, lambda w, p: _params_text(trials, w, p)) if schedules else {}
     answer = answer_table(outcomes=outcomes, points=points, engines=engines, trials=trials, crossovers=crossings,
                           recommendation=recommended, config=config, degenerate=degenerate, divergence=divergence,
                           failures=failures, **rule)
@@ -111,7 +119,14 @@ def analyse(results: Results, *, bandwidth: float | None = None, settings: Repor
         slo_reach=max_concurrency(figures, s.slo) if figures is not None else pd.DataFrame(),
         pareto=pareto_points(trials) if len(trials) else pd.DataFrame(),
         cost=cost_table(trials, gpu_hour_usd=s.gpu_hour_usd) if s.gpu_hour_usd else pd.DataFrame(),
-        race=race, recommendation=recommended, answer=answer, draft_lines=draft_count_lines(summary, choices))
+        race=race, recommendation=recommended, answer=answer, draft_lines=draft_count_lines(summary, choices),
+        schedules=schedules, schedule_outcomes=schedule_outcomes(points, choices, **rule),
+        al_predictions=acceptance_predictions(results.trials))
+
+
+def _params_text(trials: pd.DataFrame, workload: str, params_json: str) -> str:
+    axes = [x for x in point_axes(trials[trials.workload == workload]) if x != "concurrency"]
+    return describe_point(point_coords({"workload_params_json": params_json, "concurrency": 0}), axes)
 
 
 def _point_text(frame: pd.DataFrame, trials: pd.DataFrame) -> list[str]:
@@ -266,7 +281,7 @@ def render_markdown(a: Analysis, *, plot_files: list[Path]) -> str:
              sections.race_section(a), sections.degenerate_section(a),
              section("Crossovers", md_table(a.crossovers) if len(a.crossovers) else
                      "None: the outcome does not change along any axis."),
-             _draft_section(a), _capacity_section(a), _divergence_section(a), _failures_section(a),
+             _draft_section(a), sections.schedule_section(a), _capacity_section(a), _divergence_section(a), _failures_section(a),
              _bandwidth_section(a), _detail_section(a), _engines_section(a), sections.device_time_section(a)]
     parts += [rates.rate_section(a), categories.category_section(a)]
     if plot_files:

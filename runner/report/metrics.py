@@ -85,7 +85,7 @@ def point_table(trials: pd.DataFrame, samples: pd.DataFrame, *, seed: int = 0) -
         rows.append({
             "workload": key[0], "workload_params_json": key[1], "concurrency": int(key[2]), "arm": key[3],
             "arm_order": first.arm_order, "k": first.k, "spec_method": first.spec_method, "source": first.source,
-            "family": first.family, "n": len(values),
+            "family": first.family, "scheduled": bool(first.get("scheduled", False)), "n": len(values),
             "n_failed": int(((group.status != TrialStatus.OK) & (group.status != TrialStatus.SKIPPED)).sum()),
             "n_skipped": int((group.status == TrialStatus.SKIPPED).sum()),
             "values": [float(v) for v in values],
@@ -94,5 +94,5 @@ def point_table(trials: pd.DataFrame, samples: pd.DataFrame, *, seed: int = 0) -
             "mad": mad(values) if len(values) else float("nan"),
         })
     columns = ["workload", "workload_params_json", "concurrency", "arm", "arm_order", "k", "spec_method", "source",
-               "family", "n", "n_failed", "n_skipped", "values", "median", "ci_lo", "ci_hi", "mad"]
+               "family", "scheduled", "n", "n_failed", "n_skipped", "values", "median", "ci_lo", "ci_hi", "mad"]
     return pd.DataFrame(rows, columns=columns)

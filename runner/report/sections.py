@@ -162,3 +162,42 @@ def device_time_section(a) -> str:
                    "own span, breaks between commands excluded. A switch is the "
                    "gap between two engines' trials on one device with no load in it; a load's runner overhead is "
                    "that gap less vLLM's own init (load_s).", *parts)
+
+
+def schedule_section(a) -> str:
+    """The draft count as vLLM deploys it: the derived schedule, the schedule arms' outcome, predicted AL."""
+    parts = []
+    for s in a.schedules:
+        where = a.params_text(s["workload"], s["workload_params_json"])
+        loads = pd.DataFrame([{"c": x["concurrency"], "requests per step": x["batch_size"],
+                               "best k": "–" if x["best_k"] is None else x["best_k"],
+                               "tied for first": "/".join(map(str, x["tied"]))} for x in s["loads"]])
+        head = f"**{s['workload']}, {s['method']}** ({where}{', ' + s['family'] if s['family'] else ''})"
+        if s["schedule"] is None:
+            parts += [head + f": no schedule — {s.get('why_none')}.", md_table(loads)]
+        else:
+            parts += [head + f": `num_speculative_tokens_per_batch_size: {s['schedule'].as_list()}` "
+                      f"({s['check']}; up to max_num_seqs={s['max_num_seqs']})", md_table(loads),
+                      f"`vllm serve <model> {s['serve_flag']}` — a prediction from static arms: measure it as an "
+                      f"arm before deploying it."]
+    outcome = a.schedule_outcomes
+    if len(outcome):
+        shown = outcome.assign(point=a.point_text(outcome))[["workload", "point", "schedule arm", "static k chosen",
+                                                             "vs static k", "vs off"]]
+        parts += ["Schedule arms against the static k chosen at the same load and against spec off, each as it "
+                  "ran (the decision rule on the two alone):", md_table(shown)]
+    p = a.al_predictions
+    if len(p):
+        shown = p.assign(point=[f"c={c}" for c in p.concurrency])[["workload", "method", "acceptance", "point",
+                                                                   "from k", "k", "predicted AL", "measured AL",
+                                                                   "inside"]]
+        parts += ["Acceptance length predicted for k from an engine drafting more (chain drafters: AL(k) = 1 + the "
+                  "sum of the first k per-position rates), against AL measured at k (mean over repeats, 95% t "
+                  "interval). With real acceptance a prediction is a contender to measure, not a result:",
+                  md_table(shown)]
+    if not parts:
+        return ""
+    return section("Draft count as vLLM deploys it",
+                   "The best k per load (the smallest k tied for first; k = 0 where speculation loses), keyed on the "
+                   "engine's measured requests per step, merged into vLLM's per-batch-size schedule "
+                   "(speculative_config.num_speculative_tokens_per_batch_size).", *parts)

@@ -244,7 +244,7 @@ def draft_count_choices(points: pd.DataFrame, *, tie_band: float = TIE_BAND, min
                         seed: int = 0) -> pd.DataFrame:
     """Per workload point and family × spec method, the chosen k with each candidate's median and interval."""
     rows = []
-    spec = points[points.k > 0]
+    spec = points[(points.k > 0) & ~points.scheduled.astype(bool)]
     for (workload, family, method), arms in spec.groupby(["workload", "family", "spec_method"], sort=False):
         metric = deciding_metric(workload)
         off = points[(points.workload == workload) & (points.family == family) & (points.k == 0)]

@@ -1,0 +1,188 @@
+"""The draft count as vLLM deploys it: a per-batch-size schedule from the best k per load, the schedule arms'
+outcome against the static k, and acceptance predicted for every k. Pure (vLLM's validator imported lazily).
+
+The best k per load is the decision module's (the draft-count choices: the smallest k tied for first, k = 0 where
+speculation loses); the schedule keys it on the engine's measured batch size at that load (requests per engine
+step, `batch_size_mean`), not on the client's concurrency.
+"""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pandas as pd
+
+from runner.measurement.decision import Candidate, DecisionKind, decide
+from runner.measurement.draft_schedule import DraftSchedule, ScheduleError, build_schedule, check_with_vllm
+from runner.measurement.spec_predict import predict_acceptance
+from runner.report.arms import POINT_FIELDS
+from runner.report.metrics import deciding_metric
+from runner.schema import TrialStatus
+
+DEFAULT_MAX_NUM_SEQS = 256  # vLLM's default where the sweep does not set max_num_seqs
+
+
+def _batch_sizes(trials: pd.DataFrame) -> dict[tuple, float]:
+    """(workload, params, concurrency) → the median measured requests per engine step of its static-k trials."""
+    ok = trials[(trials.status == TrialStatus.OK) & ~trials.scheduled.astype(bool)]
+    out = {}
+    for key, group in ok.groupby(list(POINT_FIELDS), sort=False):
+        values = pd.to_numeric(group.get("batch_size_mean"), errors="coerce").dropna() \
+            if "batch_size_mean" in group else pd.Series(dtype=float)
+        out[key] = float(values.median()) if len(values) else float(key[2])
+    return out
+
+
+def _max_num_seqs(engines: pd.DataFrame, config: dict) -> int:
+    configured = (((config or {}).get("engine") or {}).get("args") or {}).get("max_num_seqs")
+    if configured:
+        return int(configured)
+    for text in engines.get("engine_args_json", pd.Series(dtype=object)).dropna():
+        try:
+            value = json.loads(text).get("max_num_seqs")
+        except (TypeError, ValueError, AttributeError):
+            continue
+        if value:
+            return int(value)
+    return DEFAULT_MAX_NUM_SEQS
+
+
+def _vllm_verdict(schedule: DraftSchedule) -> str:
+    try:
+        check_with_vllm(schedule)
+    except ImportError:
+        return "not checked (vLLM not installed here)"
+    except Exception as exc:  # vLLM's own refusal, as it words it
+        return f"refused by vLLM: {exc}"
+    return "accepted by vLLM's validator"
+
+
+def derived_schedules(draft_choices: pd.DataFrame, trials: pd.DataFrame, engines: pd.DataFrame,
+                      config: dict) -> list[dict[str, Any]]:
+    """Per workload, params (without concurrency), family and method: the best k per measured batch size and the
+    schedule built from it (None where k = 0 wins everywhere or no load has a choice)."""
+    if not len(draft_choices):
+        return []
+    batch = _batch_sizes(trials)
+    max_num_seqs = _max_num_seqs(engines, config)
+    spec_extra = ((config or {}).get("spec") or {})
+    out = []
+    for (workload, params, family, method), rows in draft_choices.groupby(
+            ["workload", "workload_params_json", "family", "method"], sort=False):
+        loads = []
+        best: dict[int, list[int]] = {}
+        for r in rows.sort_values("concurrency").to_dict("records"):
+            size = batch.get((workload, params, r["concurrency"]), float(r["concurrency"]))
+            chosen = None if r["best_k"] is None or pd.isna(r["best_k"]) else int(r["best_k"])
+            loads.append({"concurrency": int(r["concurrency"]), "batch_size": round(size, 2), "best_k": chosen,
+                          "tied": list(r["tied"])})
+            if chosen is not None:
+                best[max(1, int(round(size)))] = [k for k in r["tied"]] if chosen in r["tied"] else [chosen]
+        entry: dict[str, Any] = {"workload": workload, "workload_params_json": params, "family": family,
+                                 "method": method, "loads": loads, "max_num_seqs": max_num_seqs, "schedule": None}
+        if best:
+            try:
+                schedule = build_schedule(best, max_num_seqs=max_num_seqs)
+            except ScheduleError as exc:
+                entry["why_none"] = str(exc)
+                schedule = None
+            if schedule is None:
+                entry.setdefault("why_none", "k = 0 (spec off) is chosen at every measured load: no schedule")
+            else:
+                spec = schedule.speculative_config(method, dict(spec_extra.get(method) or {}))
+                entry.update({"schedule": schedule, "speculative_config": spec, "check": _vllm_verdict(schedule),
+                              "serve_flag": "--speculative-config '" + json.dumps(spec, sort_keys=True,
+                                                                                   separators=(",", ":")) + "'"})
+        else:
+            entry["why_none"] = "no load has a choice yet (too few repeats)"
+        out.append(entry)
+    return out
+
+
+def _vs(decision, other: str) -> str:
+    if decision.kind is DecisionKind.TOO_FEW:
+        return "too few repeats"
+    ratio = decision.against_leader.get(other) if decision.leader != other else None
+    if decision.kind is DecisionKind.TIE:
+        interval = decision.margin
+        return "ties" + (f" ({interval.ratio_text()})" if interval else "")
+    if decision.leader == other:
+        interval = decision.margin
+        return "loses" + (f" ({other} {interval.ratio_text()} ahead)" if interval else "")
+    return "wins" + (f" ({ratio.ratio_text()})" if ratio else "")
+
+
+def schedule_outcomes(points: pd.DataFrame, draft_choices: pd.DataFrame, *, tie_band: float, min_repeats: int,
+                      seed: int) -> pd.DataFrame:
+    """Per point where a schedule arm ran: it against the static k chosen there and against spec off, as each ran
+    (the comparison a person deploying the schedule faces)."""
+    rows = []
+    scheduled = points[points.scheduled.astype(bool) & (points.n > 0)]
+    for r in scheduled.to_dict("records"):
+        metric = deciding_metric(r["workload"])
+        here = points[(points.workload == r["workload"]) & (points.workload_params_json == r["workload_params_json"])
+                      & (points.concurrency == r["concurrency"]) & (points.family == r["family"])
+                      & ~points.scheduled.astype(bool) & (points.n > 0)]
+        choice = draft_choices[(draft_choices.workload == r["workload"])
+                               & (draft_choices.workload_params_json == r["workload_params_json"])
+                               & (draft_choices.concurrency == r["concurrency"]) & (draft_choices.family == r["family"])
+                               & (draft_choices.method == r["spec_method"])]
+        best_k = None if not len(choice) or pd.isna(choice.iloc[0].best_k) else int(choice.iloc[0].best_k)
+        row = {"workload": r["workload"], "workload_params_json": r["workload_params_json"],
+               "concurrency": r["concurrency"], "schedule arm": r["arm"], "static k chosen": best_k,
+               "vs static k": "–", "vs off": "–"}
+        me = Candidate(arm=r["arm"], values=tuple(r["values"]))
+        for label, k in (("vs static k", best_k), ("vs off", 0)):
+            other = here[here.k == k] if k is not None else here.iloc[0:0]
+            if not len(other):
+                continue
+            o = other.iloc[0]
+            d = decide([me, Candidate(arm=o.arm, values=tuple(o["values"]))],
+                       higher_is_better=metric.higher_is_better, tie_band=tie_band, min_repeats=min_repeats, seed=seed)
+            row[label] = f"{_vs(d, o.arm)} against {o.arm}"
+        rows.append(row)
+    return pd.DataFrame(rows, columns=["workload", "workload_params_json", "concurrency", "schedule arm",
+                                       "static k chosen", "vs static k", "vs off"])
+
+
+def acceptance_predictions(trials: pd.DataFrame) -> pd.DataFrame:
+    """AL(k) predicted from each larger-k chain-drafter engine against AL measured at k (the raw trials: each
+    profile its own group)."""
+    if not len(trials) or "spec_acceptance_per_position" not in trials:
+        return pd.DataFrame()
+    rows = []
+    for p in predict_acceptance(trials.to_dict("records")):
+        c = p.coordinates
+        measured = p.measured
+        has_measured = measured is not None and measured.lo == measured.lo
+        rows.append({"workload": c["workload"], "workload_params_json": c["workload_params_json"],
+                     "concurrency": c["concurrency"], "method": p.method,
+                     "acceptance": c.get("spec_acceptance_profile") or "real",
+                     "k": p.k, "from k": p.source_k,
+                     "predicted AL": f"{p.predicted.point:.3f} [{p.predicted.lo:.3f}–{p.predicted.hi:.3f}] "
+                                     f"(n={p.n_predicted})",
+                     "measured AL": (f"{measured.point:.3f} [{measured.lo:.3f}–{measured.hi:.3f}] (n={p.n_measured})"
+                                     if has_measured else "–"),
+                     "inside": {True: "yes", False: "no", None: "–"}[p.inside]})
+    return pd.DataFrame(rows)
+
+
+def schedule_recommendations(schedules: list[dict[str, Any]], params_text) -> dict[str, list[dict[str, Any]]]:
+    """recommendation.yaml's `draft_schedule` per workload: the speculative_config to deploy and its evidence."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for s in schedules:
+        item: dict[str, Any] = {"method": s["method"], "where": params_text(s["workload"], s["workload_params_json"]),
+                                "evidence": [{"concurrency": x["concurrency"], "batch_size": x["batch_size"],
+                                              "best_k": x["best_k"], "tied": x["tied"]} for x in s["loads"]]}
+        if s["schedule"] is not None:
+            item.update({"num_speculative_tokens_per_batch_size": s["schedule"].as_list(),
+                         "speculative_config": s["speculative_config"], "vllm_serve_flag": s["serve_flag"],
+                         "vllm_check": s["check"],
+                         "caveat": "measure it as an arm (sweep.arms[i].num_speculative_tokens_per_batch_size) "
+                                   "against the static k before deploying it"})
+        else:
+            item["schedule"] = None
+            item["why"] = s.get("why_none")
+        out.setdefault(s["workload"], []).append(item)
+    return out
+
