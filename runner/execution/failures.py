@@ -72,9 +72,15 @@ def parse_startup_failure(*, log: str, exception: str = "") -> Failure:
             numbers = {name: _number(match.group(i + 1)) for i, name in enumerate(names)
                        if match.lastindex and i + 1 <= match.lastindex}
             return Failure(kind=kind, reason=_reason_line(text, match.start()), numbers=numbers)
+    # The engine core's own exception is the cause; the frontend's "initialization failed" only points at it.
+    causes = [m.group(1) for m in _EXCEPTION_LINE.finditer(text) if "initialization failed" not in m.group(1)]
     last_error = [ln for ln in text.splitlines() if "Error" in ln or "error" in ln]
-    reason = (last_error[-1] if last_error else exception or "engine failed to start").strip()[-600:]
+    reason = (causes[0] if causes else last_error[-1] if last_error else
+              exception or "engine failed to start").strip()[-600:]
     return Failure(kind="engine_start_failed", reason=reason)
+
+
+_EXCEPTION_LINE = re.compile(r"(?:^|\] |\) )((?:[A-Za-z_.]*\.)?[A-Z]\w*(?:Error|Exception): .+)$", re.M)
 
 
 # ---- test hook: injected faults -----------------------------------------------------------------

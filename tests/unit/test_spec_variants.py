@@ -129,16 +129,15 @@ def test_profile_values_parse():
 def test_piecewise_graphs_only_where_vllm_does_not_switch_itself():
     spec = {"speculative_config": {"method": "mtp", "num_speculative_tokens_per_batch_size": [[1, 4, 2]]}}
     piecewise = {"compilation_config": {"cudagraph_mode": "PIECEWISE"}}
-    assert schedule_graph_args(spec, vllm_overrides=False, cuda=True) == piecewise
-    assert schedule_graph_args({**spec, "compilation_config": {"mode": 3}}, vllm_overrides=False, cuda=True) == {
+    assert schedule_graph_args(spec, cuda=True) == piecewise
+    assert schedule_graph_args({**spec, "compilation_config": {"mode": 3}}, cuda=True) == {
         "compilation_config": {"mode": 3, "cudagraph_mode": "PIECEWISE"}}
-    assert schedule_graph_args(spec, vllm_overrides=True, cuda=True) == {}  # 0.32 overrides full graphs itself
-    assert schedule_graph_args(spec, vllm_overrides=False, cuda=False) == {}
-    assert schedule_graph_args({**spec, "enforce_eager": True}, vllm_overrides=False, cuda=True) == {}
+    assert schedule_graph_args(spec, cuda=False) == {}
+    assert schedule_graph_args({**spec, "enforce_eager": True}, cuda=True) == {}
     chosen = {**spec, "compilation_config": {"cudagraph_mode": "NONE"}}
-    assert schedule_graph_args(chosen, vllm_overrides=False, cuda=True) == {}
+    assert schedule_graph_args(chosen, cuda=True) == {}
     static = {"speculative_config": {"method": "mtp", "num_speculative_tokens": 2}}
-    assert schedule_graph_args(static, vllm_overrides=False, cuda=True) == {}
+    assert schedule_graph_args(static, cuda=True) == {}
 
 
 def test_labels_of_rows_read_back_with_nan_for_null():
