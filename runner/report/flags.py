@@ -87,8 +87,11 @@ def _request_differences(requests: pd.DataFrame, *, source_a: str, trial_a: str,
 
 
 def _greedy(params_json) -> bool:
+    """Greedy on the model's own acceptance: a sampled output, or one whose drafts a synthetic profile accepted,
+    is not the target model's greedy output."""
     try:
-        return float(json.loads(params_json or "{}").get("temperature", 0) or 0) == 0.0
+        params = json.loads(params_json or "{}")
+        return float(params.get("temperature", 0) or 0) == 0.0 and params.get("acceptance", "real") == "real"
     except (TypeError, ValueError, AttributeError):
         return True
 
