@@ -19,6 +19,7 @@ from runner.config.store import CONF_DIR, run_job, typed
 from runner.measurement.records import RunKeys
 from runner.plan.grid import Plan, PlanError, build_plan
 from runner.plan.question import question_problems
+from runner.plan.stages import Stage, adaptive_study, run_stages
 from runner.plan.validate import capacity_warnings, engine_arg_spec, validate
 from runner.report.settings import ReportSettingsError, parse_settings as parse_report_settings
 from runner.schema import TrialStatus
@@ -106,7 +107,8 @@ def run_sweep(cfg: DictConfig, *, run_dir: Path, config: Optional[RunConfig] = N
     wall_start = time.perf_counter()
     try:
         config = config or typed(cfg)  # the one conversion: everything below takes typed objects
-        plan = make_plan(config)
+        study = adaptive_study(config.sweep.adaptive)
+        plan = make_plan(study.plannable(config) if study else config)
         report = parse_report_settings(config.report)
     except (ConfigError, ReportSettingsError) as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -115,33 +117,39 @@ def run_sweep(cfg: DictConfig, *, run_dir: Path, config: Optional[RunConfig] = N
 
     sink = ParquetSink(run_dir)
     done = sink.finished_trial_ids(include_failed=not config.retry_failed)
+    stages = run_stages(config=config, plan=plan, trial_rows=lambda: sink.rows["trials"])
     if config.dry_run:
         from runner.execution.scheduler import describe_devices
 
+        first = next(stages)
+        if study:
+            print(f"adaptive study {config.sweep.adaptive}: stage {first.name!r} below ({first.why}); later stages "
+                  f"are planned from its results")
         device = config.engine.device
         capacity = _dry_run_capacity(config.cluster, device=device)
-        print(describe_plan(plan, done=done, parallel=capacity.max_parallel_engines if capacity else 0))
-        print("\n".join(describe_devices(plan, device=device, capacity=capacity, done=done)))
+        print(describe_plan(first.plan, done=done, parallel=capacity.max_parallel_engines if capacity else 0))
+        print("\n".join(describe_devices(first.plan, device=device, capacity=capacity, done=done)))
         return 0
     from runner.config.presets import apply_preset
 
     OmegaConf.save(apply_preset(cfg), run_dir / "config.yaml", resolve=True)
-    todo = [t for t in plan.trials if t.trial_id not in done]
-    resumed = f" ({len(plan.trials) - len(todo)} already done, {len(todo)} to run)" if done else ""
-    print(f"sweep {plan.sweep!r}: {len(plan.engines)} engine configs, {len(plan.trials)} trials{resumed}; "
-          f"results in {run_dir}")
-    if not todo:
-        print(f"nothing to do: all {len(plan.trials)} trials of this sweep are already in {run_dir} "
-              f"(run=<new name> starts a fresh run)")
+    if study:
+        print(f"sweep {plan.sweep!r}: adaptive study {config.sweep.adaptive} (each stage planned from the results "
+              f"of the ones before); results in {run_dir}")
+    else:
+        todo = sum(t.trial_id not in done for t in plan.trials)
+        resumed = f" ({len(plan.trials) - todo} already done, {todo} to run)" if done else ""
+        print(f"sweep {plan.sweep!r}: {len(plan.engines)} engine configs, {len(plan.trials)} trials{resumed}; "
+              f"results in {run_dir}")
     trackers: list = []
-    if todo:
-        code = _execute(plan=plan, config=config, sink=sink, run_dir=run_dir, done=done, todo=len(todo),
-                        export_later=trackers)
-        if code:
-            return code
+    planned: set[str] = set()
+    code = _execute(stages=stages, base_plan=plan, config=config, sink=sink, run_dir=run_dir, planned=planned,
+                    export_later=trackers, announce=bool(study))
+    if code:
+        return code
     from runner.summary import print_summary
 
-    print_summary(run_dir=run_dir, trial_ids={t.trial_id for t in plan.trials})
+    print_summary(run_dir=run_dir, trial_ids=planned)
     if report.enabled:
         _write_report(run_dir)
     for tracker in trackers:  # after the report, so that the W&B sweep run carries its Answer table
@@ -194,23 +202,80 @@ def execution_options(execution: ExecutionSection, *, sweep: SweepSection) -> di
             "race_tie_band": float(sweep.race_tie_band)}
 
 
-def _execute(*, plan: Plan, config: RunConfig, sink, run_dir: Path, done: set[str], todo: int,
-             export_later: list) -> int:
-    """Runs the plan's remaining trials. A tracker of a sweep that completed goes into `export_later` (the
-    caller exports after the report); one that was interrupted exports here, before the process ends."""
-    from tqdm import tqdm
+def _to_run(stage: Stage, *, config: RunConfig, sink) -> tuple[set[str], list]:
+    """(trial ids to skip, trials to run) of a stage, as the run folder stands now."""
+    skip = sink.finished_trial_ids(include_failed=not config.retry_failed) | _skipped_ids(sink)
+    return skip, [t for t in stage.plan.trials if t.trial_id not in skip]
 
-    from runner.execution.scheduler import DeadlineReached, ExecutionSettings, Interrupted, Scheduler
-    from runner.sinks.tracking import open_tracker
 
-    device = config.engine.device
-    execution = config.execution
-    options = execution_options(execution, sweep=config.sweep)
+def _execute(*, stages: Iterator[Stage], base_plan: Plan, config: RunConfig, sink, run_dir: Path, planned: set,
+             export_later: list, announce: bool) -> int:
+    """Runs each stage's remaining trials (Ray starts with the first stage that has any; `planned` collects every
+    stage's trial ids). A tracker of a sweep that completed goes into `export_later` (the caller exports after the
+    report); one that was interrupted exports here, before the process ends."""
+    from runner.execution.scheduler import DeadlineReached, Interrupted
+
     # Signals arrive as KeyboardInterrupt from here on. (Ray in a side thread lost its GCS connection.)
     previous = {sig: signal.signal(sig, _raise_interrupt) for sig in (signal.SIGTERM, signal.SIGINT)}
-    progress = tracker = None
+    session: Optional[_Session] = None
     completed = False
     try:
+        for stage in stages:
+            planned |= {t.trial_id for t in stage.plan.trials}
+            skip, todo = _to_run(stage, config=config, sink=sink)
+            if announce:
+                print(f"stage {stage.name!r}: {len(stage.plan.trials)} trials, {len(todo)} to run ({stage.why})",
+                      flush=True)
+            if not todo:
+                continue
+            if session is None:
+                session = _Session.open(config=config, run_dir=run_dir, plan=base_plan, previous=previous)
+            session.run(stage.plan, config=config, sink=sink, run_dir=run_dir, skip=skip, todo=len(todo))
+        if session is None:
+            print(f"nothing to do: all {len(planned)} trials of this sweep are already in {run_dir} "
+                  f"(run=<new name> starts a fresh run)")
+        completed = True
+    except (Interrupted, KeyboardInterrupt):
+        _ignore_signals()
+        print(f"\ninterrupted: finished trials are in {run_dir}; the trial in flight reruns; "
+              f"run the same command again to resume", file=sys.stderr)
+        return 130
+    except ConfigError as exc:  # a later stage of an adaptive study that cannot be planned
+        _ignore_signals()
+        print(f"error: {exc}; finished trials are in {run_dir}", file=sys.stderr)
+        return 2
+    except DeadlineReached as exc:
+        _ignore_signals()
+        print(f"\nstopped at execution.deadline_s: {exc.reason}; {exc.left} trial(s) left; finished trials are in "
+              f"{run_dir}; run the same command again (with a later execution.deadline_s) to resume", file=sys.stderr)
+        return 3
+    finally:
+        _ignore_signals()
+        if session is not None:
+            session.close(sink=sink, completed=completed, export_later=export_later)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return 0
+
+
+@dataclasses.dataclass(kw_only=True)
+class _Session:
+    """What the stages of one command share: Ray, the tracker, the progress bar and the executor's settings."""
+
+    settings: object
+    keys: RunKeys
+    tracker: object
+    progress: object
+
+    @classmethod
+    def open(cls, *, config: RunConfig, run_dir: Path, plan: Plan, previous: dict) -> "_Session":
+        from tqdm import tqdm
+
+        from runner.execution.scheduler import ExecutionSettings
+        from runner.sinks.tracking import open_tracker
+
+        device = config.engine.device
+        execution = config.execution
         if not config.cluster.address:
             _prepare_builtin_model(config.model)
         capacity = start_ray(config.cluster, device=device)
@@ -224,43 +289,34 @@ def _execute(*, plan: Plan, config: RunConfig, sink, run_dir: Path, done: set[st
                                      start_timeout_s=float(execution.start_timeout_s),
                                      max_trial_retries=execution.max_trial_retries,
                                      slo=execution.slo.targets(),
-                                     cpu_kv_gib=float(config.engine.cpu_kvcache_space_gib or 1), **options)
-        from runner.execution.scheduler import describe_rounds
-
-        print("\n".join(describe_rounds(plan, device=device, resident=settings.resident,
-                                        lanes=capacity.device_units)), flush=True)
+                                     cpu_kv_gib=float(config.engine.cpu_kvcache_space_gib or 1),
+                                     **execution_options(execution, sweep=config.sweep))
         keys = RunKeys(sweep=plan.sweep, run_id=config.run)
         tracker = open_tracker(tracking=config.tracking, keys=keys, run_dir=run_dir, plan=plan)
-        progress = tqdm(total=todo, desc="trials", unit="trial", dynamic_ncols=True)
-        scheduler = Scheduler(plan=plan, model_cfg=config.model, keys=keys, sink=sink, settings=settings,
-                              log_dir=run_dir / "logs", on_trial=tracker.log_trial, on_engine=tracker.log_engine,
-                              progress=progress, launched_at=process_started_at())
-        scheduler.run(skip_trial_ids=done | _skipped_ids(sink))
-        completed = True
-    except (Interrupted, KeyboardInterrupt):
-        _ignore_signals()
-        print(f"\ninterrupted: finished trials are in {run_dir}; the trial in flight reruns; "
-              f"run the same command again to resume", file=sys.stderr)
-        return 130
-    except DeadlineReached as exc:
-        _ignore_signals()
-        print(f"\nstopped at execution.deadline_s: {exc.reason}; {exc.left} trial(s) left; finished trials are in "
-              f"{run_dir}; run the same command again (with a later execution.deadline_s) to resume", file=sys.stderr)
-        return 3
-    finally:
-        _ignore_signals()
-        if progress is not None:
-            progress.close()
+        progress = tqdm(total=0, desc="trials", unit="trial", dynamic_ncols=True)
+        return cls(settings=settings, keys=keys, tracker=tracker, progress=progress)
+
+    def run(self, plan: Plan, *, config: RunConfig, sink, run_dir: Path, skip: set[str], todo: int) -> None:
+        from runner.execution.scheduler import Scheduler, describe_rounds
+
+        self.progress.total += todo
+        self.progress.refresh()
+        print("\n".join(describe_rounds(plan, device=self.settings.device, resident=self.settings.resident,
+                                        lanes=self.settings.device_units)), flush=True)
+        scheduler = Scheduler(plan=plan, model_cfg=config.model, keys=self.keys, sink=sink, settings=self.settings,
+                              log_dir=run_dir / "logs", on_trial=self.tracker.log_trial,
+                              on_engine=self.tracker.log_engine, progress=self.progress,
+                              launched_at=process_started_at())
+        scheduler.run(skip_trial_ids=skip)
+
+    def close(self, *, sink, completed: bool, export_later: list) -> None:
+        self.progress.close()
         _compact(sink)  # before the W&B export, which ships the tables' files
-        if tracker is not None:
-            if completed:
-                export_later.append(tracker)
-            else:
-                tracker.finish()
+        if completed:
+            export_later.append(self.tracker)
+        else:
+            self.tracker.finish()
         _shutdown_ray()
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-    return 0
 
 
 def _compact(sink) -> None:

@@ -505,6 +505,8 @@ class SweepSection:
     race: bool = field(default=False, metadata=_fix("sweep.race=false", "must be true or false"))
     race_tie_band: float = 0.02  # arms within this band of the best are not eliminated
     question: Optional[QuestionSection] = None
+    # An adaptive study (runner.plan.stages.STUDIES): stages planned from the ones before; null: the fixed grid.
+    adaptive: Optional[str] = None
     preset: Optional[str] = None  # the name of one of `presets`, applied over the config before it is typed
     # Named overlays in the root's shape (sweep/workload/engine/model), chosen by sweep.preset.
     presets: dict[str, Any] = field(default_factory=dict)

@@ -115,7 +115,7 @@ class _ArmPoint:
     scalars: dict[str, list]
 
 
-def _arm_points(sweep: SweepSection) -> list[_ArmPoint]:
+def _arm_points(sweep: SweepSection, *, max_num_seqs: int) -> list[_ArmPoint]:
     """Per explicit arm, or once for the grid."""
     from runner.plan.spec_variants import arm_schedule, parse_profile
 
@@ -124,7 +124,7 @@ def _arm_points(sweep: SweepSection) -> list[_ArmPoint]:
     points = []
     for i, arm in enumerate(arms):
         named = arm.axes() if arm is not None else {}
-        schedule = arm_schedule(arm, index=i)
+        schedule = arm_schedule(arm, index=i, max_num_seqs=max_num_seqs)
         methods = [named["spec_method"]] if "spec_method" in named else grid.values("spec_method")
         ks = [named["num_speculative_tokens"]] if "num_speculative_tokens" in named else grid.values(
             "num_speculative_tokens")
@@ -151,13 +151,13 @@ def expand_engines(*, model: str, sweep: SweepSection, engine_args: dict, spec_e
                    tensor_parallel_size: int = 1) -> list[EngineConfig]:
     """Spec arms × acceptance profiles × the other engine axes × sweep.engine_axes, per explicit arm (sweep.arms)
     or for the grid; spec off takes no profile (it appears once)."""
-    from runner.plan.spec_variants import engine_profile
+    from runner.plan.spec_variants import DEFAULT_MAX_NUM_SEQS, engine_profile
 
     extra_axes = {name: _as_list(v, axis=f"engine_axes.{name}") for name, v in (sweep.engine_axes or {}).items()}
     engines: list[EngineConfig] = []
     first_arm: dict[str, int] = {}
     resolved: dict = {}  # measured profiles read once per (run folder, method)
-    for point in _arm_points(sweep):
+    for point in _arm_points(sweep, max_num_seqs=int(engine_args.get("max_num_seqs") or DEFAULT_MAX_NUM_SEQS)):
         index, scalars = point.index, point.scalars
         where = "sweep.grid" if index is None else f"sweep.arms[{index}]"
         seen: set[str] = set()

@@ -13,6 +13,8 @@ from runner.config.acceptance import SYNTHETIC_KEYS, AcceptanceProfile, ProfileK
 from runner.config.schema import ConfigError, RunConfig, SpecArm
 from runner.measurement.draft_schedule import SCHEDULE_KEY, DraftSchedule, ScheduleError
 
+AUTO = "auto"
+DEFAULT_MAX_NUM_SEQS = 256  # vLLM's default where engine.args does not set max_num_seqs
 SCHEDULE_FIX = "sweep.arms=[{spec_method:mtp,num_speculative_tokens_per_batch_size:[[1,1,3],[2,8,1]]}]"
 PROFILE_FIX = "sweep.grid.spec_acceptance_profile=[real,[0.86,0.74,0.64]]"
 # What vLLM's CPU build says when an engine asks for synthetic acceptance (it asserts at start).
@@ -23,12 +25,15 @@ class SpecVariantError(ConfigError):
     """A schedule or profile the plan cannot give an engine; the message names the fix."""
 
 
-def arm_schedule(arm, *, index: int) -> Optional[DraftSchedule]:
-    """The arm's schedule (None without one), checked by vLLM's rules and against the arm's method and k."""
+def arm_schedule(arm, *, index: int, max_num_seqs: int = DEFAULT_MAX_NUM_SEQS) -> Optional[DraftSchedule]:
+    """The arm's schedule (None without one), checked by vLLM's rules and against the arm's method and k;
+    `auto:<run folder>` derived from that run's best k per batch size."""
     raw = getattr(arm, "num_speculative_tokens_per_batch_size", None) if arm is not None else None
     if raw is None:
         return None
     where = f"sweep.arms[{index}]"
+    if isinstance(raw, str) and raw.startswith(AUTO):
+        return _auto_schedule(raw, arm=arm, where=where, max_num_seqs=max_num_seqs)
     try:
         schedule = DraftSchedule.parse(raw)
     except ScheduleError as exc:
@@ -42,6 +47,29 @@ def arm_schedule(arm, *, index: int) -> Optional[DraftSchedule]:
         raise SpecVariantError(f"{where}.num_speculative_tokens={k} differs from its schedule's largest k "
                                f"({schedule.max_k}), which vLLM takes as num_speculative_tokens (fix: remove "
                                f"{where}.num_speculative_tokens)")
+    return schedule
+
+
+def _auto_schedule(raw: str, *, arm, where: str, max_num_seqs: int) -> DraftSchedule:
+    from runner.measurement.measured_acceptance import measured_schedule
+
+    folder = raw[len(AUTO) + 1:].strip() if raw.startswith(AUTO + ":") else ""
+    if not folder:
+        raise SpecVariantError(f"{where}.num_speculative_tokens_per_batch_size={raw!r}: auto is derived from "
+                               f"measurements (fix: sweep.adaptive=predict_schedule derives it in this run, or "
+                               f"auto:<run folder> from an earlier run)")
+    method = SpecArm.of(arm.spec_method, 1).method if arm.spec_method is not None else "off"
+    profile = arm.spec_acceptance_profile
+    text = AcceptanceProfile.parse(profile).text() if profile is not None and not (
+        isinstance(profile, str) and profile.startswith("measured:")) else None
+    try:
+        schedule = measured_schedule(folder, method=method, profile=text, max_num_seqs=max_num_seqs)
+    except (OSError, ValueError) as exc:
+        raise SpecVariantError(f"{where}.num_speculative_tokens_per_batch_size={raw}: {exc} (fix: auto:<a run "
+                               f"folder where {method} ran at a static k beside spec off>)") from None
+    if schedule is None:
+        raise SpecVariantError(f"{where}.num_speculative_tokens_per_batch_size={raw}: spec off wins at every load "
+                               f"that run measured, so there is no schedule (fix: drop the arm; deploy spec off)")
     return schedule
 
 

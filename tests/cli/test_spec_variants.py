@@ -15,15 +15,16 @@ def test_synthetic_profile_on_cpu_is_refused_before_any_engine_starts(tmp_path):
     assert not list(tmp_path.rglob("*.parquet")) and not list(tmp_path.rglob("logs/e-*.log"))
 
 
-def test_the_schedule_study_plans_on_its_cpu_preset_and_full_size(tmp_path):
+def test_the_schedule_study_plans_its_first_stage_on_its_cpu_preset_and_full_size(tmp_path):
     proc = run_cli("sweep=draft_schedule", "sweep.preset=cpu", "dry_run=true", "tracking=none", output_root=tmp_path,
                    check=False, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "4 engine configs, 36 trials" in proc.stdout
-    for label in (" off sched=static:", " mtp:1 sched=static:", " mtp:3 sched=static:", " mtp:3 sched=1:3,2-32:1:"):
+    assert "adaptive study predict_schedule: stage 'predict'" in proc.stdout
+    assert "2 engine configs, 18 trials" in proc.stdout
+    for label in (" off:", " mtp:3:"):
         assert label in proc.stdout, proc.stdout[-3000:]
     full = run_cli("sweep=draft_schedule", "dry_run=true", "tracking=none", output_root=tmp_path, check=False,
                    timeout=300)
     assert full.returncode == 0, full.stderr[-3000:]
-    assert " mtp:3 sched=1-3:3,4-15:2,16-256:1 accept=0.86/0.74/0.64:" in full.stdout
+    assert " mtp:3 accept=0.86/0.74/0.64:" in full.stdout and "2 engine configs, 24 trials" in full.stdout
     assert not list(tmp_path.rglob("*.parquet"))
