@@ -1,0 +1,130 @@
+"""Predict, then validate, against the full grid: trials, command time and the k each gives per load.
+
+    python bench/predict_schedule.py [--preset cpu] [--out DIR]          # runs both, alternating which goes first
+    python bench/predict_schedule.py --compare GRID_RUN STUDY_RUN        # two run folders measured before
+
+The full grid is the draft-schedule study with sweep.adaptive=null (every static k and spec off at every load;
+the auto arm dropped); the study is sweep.adaptive=predict_schedule on the same engines (the same trial ids).
+Per run folder: ok trials, and the commands' time from each `launch` to its last recorded phase (the time the
+command held the machine, report excluded). Per load: each side's chosen k (the decision module over the static
+arms it measured) and whether they agree where the grid can tell. Figures, not asserts.
+"""
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+GRID_ARMS = ("sweep.arms=[{spec_method:'off'},{spec_method:mtp,num_speculative_tokens:1},"
+             "{spec_method:mtp,num_speculative_tokens:2},{spec_method:mtp,num_speculative_tokens:3}]")
+
+
+def command_seconds(run_dir: Path) -> list[float]:
+    """Per command (a `launch` span starts one): from its launch to the end of its last recorded phase."""
+    from runner.sinks.parquet import read_frame
+
+    phases = read_frame(run_dir, "phases").sort_values("started_at")
+    spans, start, end = [], None, None
+    for row in phases.itertuples():
+        if row.phase == "launch":
+            if start is not None:
+                spans.append(end - start)
+            start = row.started_at
+        end = max(end or 0.0, row.started_at + row.duration_s)
+    if start is not None:
+        spans.append(end - start)
+    return spans
+
+
+def choices(run_dir: Path) -> dict[tuple, object]:
+    """(method, profile, concurrency) → the LoadChoice of the static arms the folder measured."""
+    from runner.measurement.measured_best_k import measured_choices
+    from runner.measurement.workloads import WORKLOADS
+    from runner.sinks.parquet import read_rows
+
+    rows = read_rows(run_dir, "trials")
+    metric = WORKLOADS[rows[0]["workload"]].deciding
+    out = {}
+    for family in measured_choices(rows, metric_column=metric.column, higher_is_better=metric.higher_is_better):
+        for load in family.loads:
+            out[(family.method, family.profile or "real", load.concurrency)] = (load, family)
+    return out
+
+
+def schedules(run_dir: Path, *, max_num_seqs: int) -> dict[tuple, str]:
+    out = {}
+    for (method, profile, _), (_, family) in choices(run_dir).items():
+        schedule = family.schedule(max_num_seqs=max_num_seqs)
+        out[(method, profile)] = schedule.json() if schedule else "none (spec off everywhere)"
+    return out
+
+
+def ok_trials(run_dir: Path) -> int:
+    from runner.sinks.parquet import read_rows
+
+    return sum(r["status"] == "ok" for r in read_rows(run_dir, "trials"))
+
+
+def compare(grid: Path, study: Path, *, max_num_seqs: int) -> None:
+    g_seconds, s_seconds = sum(command_seconds(grid)), sum(command_seconds(study))
+    g_trials, s_trials = ok_trials(grid), ok_trials(study)
+    print(f"full grid:          {g_trials:4d} trials, {g_seconds:7.0f} s  ({grid})")
+    print(f"predict, validate:  {s_trials:4d} trials, {s_seconds:7.0f} s  ({study})")
+    print(f"ratio:              {s_trials / g_trials:.2f}x trials, {s_seconds / g_seconds:.2f}x time")
+    g, s = choices(grid), choices(study)
+    same = told = 0
+    print("\nmethod  profile              c   grid k (tied)      study k (tied)     agree")
+    for key in sorted(g, key=lambda k: (k[0], str(k[1]), k[2])):
+        mine, theirs = g[key][0], (s.get(key) or (None, None))[0]
+        tell = mine.choice is not None
+        agree = "–" if not tell else ("yes" if theirs is not None and theirs.choice == mine.choice else "NO")
+        told += tell
+        same += agree == "yes"
+        study_text = f"{theirs.choice} {list(theirs.tied)}" if theirs is not None else "not measured"
+        print(f"{key[0]:6s}  {str(key[1])[:18]:18s}  {key[2]:4d}   {str(mine.choice):3s} {str(list(mine.tied)):14s} "
+              f"{study_text:18s} {agree}")
+    print(f"\nsame k at {same} of {told} loads where the grid can tell")
+    for label, folder in (("grid", grid), ("study", study)):
+        for key, text in schedules(folder, max_num_seqs=max_num_seqs).items():
+            print(f"schedule from the {label} {key}: {text}")
+
+
+def run(args, *, adaptive: bool, out: Path, name: str) -> float:
+    words = [sys.executable, "-m", "runner", f"sweep={args.sweep}", "tracking=none", f"run={name}",
+             f"output_root={out}"] + ([f"sweep.preset={args.preset}"] if args.preset else [])
+    words += [] if adaptive else ["sweep.adaptive=null", GRID_ARMS]
+    started = time.perf_counter()
+    subprocess.run(words, check=True, cwd=Path(__file__).resolve().parents[1])
+    return time.perf_counter() - started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sweep", default="draft_schedule")
+    parser.add_argument("--preset", default="cpu")
+    parser.add_argument("--out", type=Path, default=Path("/tmp/predict_schedule_bench"))
+    parser.add_argument("--max-num-seqs", type=int, default=32)
+    parser.add_argument("--compare", nargs=2, type=Path, metavar=("GRID_RUN", "STUDY_RUN"))
+    parser.add_argument("--study-first", action="store_true", help="run the study before the grid")
+    args = parser.parse_args()
+    if args.compare:
+        compare(*args.compare, max_num_seqs=args.max_num_seqs)
+        return
+    stamp = time.strftime("%H%M%S")
+    order = [True, False] if args.study_first else [False, True]
+    walls = {}
+    for adaptive in order:
+        name = f"{'study' if adaptive else 'grid'}-{stamp}"
+        walls[adaptive] = run(args, adaptive=adaptive, out=args.out, name=name)
+    folder = args.out / args.sweep
+    print(f"\ncommand wall: grid {walls[False]:.0f} s, study {walls[True]:.0f} s "
+          f"({walls[True] / walls[False]:.2f}x)\n")
+    compare(folder / f"grid-{stamp}", folder / f"study-{stamp}", max_num_seqs=args.max_num_seqs)
+
+
+if __name__ == "__main__":
+    main()
