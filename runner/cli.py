@@ -266,6 +266,7 @@ class _Session:
     keys: RunKeys
     tracker: object
     progress: object
+    launched: bool = False  # the command's launch span is on the timeline (once, before its first stage)
 
     @classmethod
     def open(cls, *, config: RunConfig, run_dir: Path, plan: Plan, previous: dict) -> "_Session":
@@ -306,7 +307,8 @@ class _Session:
         scheduler = Scheduler(plan=plan, model_cfg=config.model, keys=self.keys, sink=sink, settings=self.settings,
                               log_dir=run_dir / "logs", on_trial=self.tracker.log_trial,
                               on_engine=self.tracker.log_engine, progress=self.progress,
-                              launched_at=process_started_at())
+                              launched_at=None if self.launched else process_started_at())
+        self.launched = True
         scheduler.run(skip_trial_ids=skip)
 
     def close(self, *, sink, completed: bool, export_later: list) -> None:

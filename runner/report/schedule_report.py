@@ -3,7 +3,8 @@ outcome against the static k, and acceptance predicted for every k. Pure (vLLM's
 
 The best k per load is the decision module's (the draft-count choices: the smallest k tied for first, k = 0 where
 speculation loses); the schedule keys it on the engine's measured batch size at that load (requests per engine
-step, `batch_size_mean`), not on the client's concurrency.
+step: the median step's, `batch_size_p50`, as runner.measurement.measured_best_k keys it), not on the client's
+concurrency.
 """
 from __future__ import annotations
 
@@ -23,12 +24,15 @@ DEFAULT_MAX_NUM_SEQS = 256  # vLLM's default where the sweep does not set max_nu
 
 
 def _batch_sizes(trials: pd.DataFrame) -> dict[tuple, float]:
-    """(workload, params, concurrency) → the median measured requests per engine step of its static-k trials."""
+    """(workload, params, concurrency) → the median over its static-k trials of the median step's requests (the
+    mean step's in trials without it)."""
     ok = trials[(trials.status == TrialStatus.OK) & ~trials.scheduled.astype(bool)]
     out = {}
     for key, group in ok.groupby(list(POINT_FIELDS), sort=False):
-        values = pd.to_numeric(group.get("batch_size_mean"), errors="coerce").dropna() \
-            if "batch_size_mean" in group else pd.Series(dtype=float)
+        values = pd.Series(dtype=float)
+        for column in ("batch_size_p50", "batch_size_mean"):
+            if column in group and not len(values):
+                values = pd.to_numeric(group[column], errors="coerce").dropna()
         out[key] = float(values.median()) if len(values) else float(key[2])
     return out
 
@@ -85,6 +89,10 @@ def derived_schedules(draft_choices: pd.DataFrame, trials: pd.DataFrame, engines
                 schedule = build_schedule(best, max_num_seqs=max_num_seqs)
             except ScheduleError as exc:
                 entry["why_none"] = str(exc)
+                schedule = None
+            if schedule is not None and len(schedule.ranges) == 1:
+                entry["why_none"] = (f"k = {schedule.ranges[0][2]} is chosen at every measured load: a static k, no "
+                                     f"schedule")
                 schedule = None
             if schedule is None:
                 entry.setdefault("why_none", "k = 0 (spec off) is chosen at every measured load: no schedule")

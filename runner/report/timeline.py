@@ -83,7 +83,8 @@ def device_time(phases: pd.DataFrame, engines: pd.DataFrame, trials: pd.DataFram
     if phases is None or not len(phases):
         return None
     p = phases.assign(ended_at=phases.started_at + phases.duration_s).sort_values("started_at")
-    launch = p[p.phase == Phase.LAUNCH]
+    # One launch per command: a timeline where each stage of an adaptive study wrote its own keeps the first.
+    launch = p[p.phase == Phase.LAUNCH].sort_values("duration_s").drop_duplicates("started_at").sort_values("started_at")
     lanes = p[p.lane >= 0]
     if not len(lanes):
         return None
