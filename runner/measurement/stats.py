@@ -17,7 +17,6 @@ MIN_REPEATS repeats per arm; anything less is said as such.
 """
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
@@ -44,22 +43,6 @@ class Interval:
 
     def bounds_text(self, fmt: str = ".3g", scale: float = 1.0) -> str:
         return f"{self.lo * scale:{fmt}}–{self.hi * scale:{fmt}}"
-
-
-class Outcome(enum.Enum):
-    WINNER = "winner"
-    TIE = "tie within noise"
-    TOO_FEW = "not enough repeats"
-    ONLY_ONE = "only arm measured"
-
-
-@dataclass(frozen=True, kw_only=True)
-class Comparison:
-    """The leader against the runner-up: what can be said, the ratio (> 1: leader better) and the repeats."""
-
-    outcome: Outcome
-    ratio: Optional[Interval]
-    n_min: int
 
 
 def _clean(values: Sequence[float]) -> np.ndarray:
@@ -185,24 +168,6 @@ def ratio_interval(first: Sequence[float], second: Sequence[float], *, higher_is
 def beats(ratio: Optional[Interval], *, tie_band: float = TIE_BAND) -> bool:
     """The whole interval lies above the tie band: the first arm is better beyond noise."""
     return ratio is not None and ratio.lo > 1 + tie_band
-
-
-def compare(leader: Sequence[float], runner_up: Optional[Sequence[float]], *, higher_is_better: bool,
-            tie_band: float = TIE_BAND, min_repeats: int = MIN_REPEATS, seed: int = 0,
-            n_boot: int = N_BOOT) -> Comparison:
-    """Leader (the better median) against the runner-up: winner, tie within noise, or too few repeats."""
-    a = _clean(leader)
-    if runner_up is None:
-        return Comparison(outcome=Outcome.ONLY_ONE if len(a) >= min_repeats else Outcome.TOO_FEW, ratio=None,
-                          n_min=len(a))
-    b = _clean(runner_up)
-    n_min = min(len(a), len(b))
-    # Below two repeats a bootstrap has nothing to resample: the ratio alone is shown.
-    ratio = ratio_interval(a, b, higher_is_better=higher_is_better, seed=seed, n_boot=n_boot) if n_min >= 2 else None
-    if n_min < min_repeats:
-        return Comparison(outcome=Outcome.TOO_FEW, ratio=ratio, n_min=n_min)
-    outcome = Outcome.WINNER if beats(ratio, tie_band=tie_band) else Outcome.TIE
-    return Comparison(outcome=outcome, ratio=ratio, n_min=n_min)
 
 
 def interpolate_crossing(x0: float, y0: float, x1: float, y1: float, target: float) -> float:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from runner.measurement.race import RaceSample, race_eliminations, trial_sample
-from runner.measurement.stats import Outcome, compare, ratio_interval
+from runner.measurement.decision import Candidate, DecisionKind, decide
+from runner.measurement.stats import ratio_interval
 from runner.report.build import analyse, write_report
 from runner.report.load import load_results
 from runner.report.metrics import UnknownWorkload, deciding_metric
@@ -54,12 +55,18 @@ def test_fewer_than_three_repeats_names_no_winner(tmp_path):
     assert a.recommendation["workloads"]["decode"]["choice"] is None
 
 
-def test_compare_rule():
-    tight = compare([110, 110.5, 109.5], [100, 100.5, 99.5], higher_is_better=True)
-    assert tight.outcome is Outcome.WINNER and tight.ratio.lo > 1.02
+def _two(first, second) -> object:
+    """The decision between two arms (the first named "a")."""
+    return decide([Candidate(arm="a", values=tuple(first)), Candidate(arm="b", values=tuple(second), order=1)],
+                  higher_is_better=True)
+
+
+def test_decision_rule():
+    tight = _two([110, 110.5, 109.5], [100, 100.5, 99.5])
+    assert tight.kind is DecisionKind.WINNER and tight.leader == "a" and tight.margin.lo > 1.02
     lower = ratio_interval([0.10, 0.11, 0.10], [0.20, 0.21, 0.20], higher_is_better=False)
     assert lower.point == pytest.approx(2.0) and lower.lo > 1.5  # TTFT: the first arm is 2× better
-    assert compare([1, 2, 3], [1, 2], higher_is_better=True).outcome is Outcome.TOO_FEW
+    assert _two([1, 2, 3], [1, 2]).kind is DecisionKind.TOO_FEW
     # The same data and seed give the same interval.
     assert ratio_interval([1, 2, 3], [2, 3, 4], higher_is_better=True, seed=7) == \
         ratio_interval([1, 2, 3], [2, 3, 4], higher_is_better=True, seed=7)
@@ -73,11 +80,11 @@ def test_three_repeats_that_merely_separate_are_a_tie():
     from runner.measurement.stats import pairwise_ratio_bounds, welch_ratio_bounds
 
     mtp, off = [256.06, 253.16, 235.33], [228.77, 187.0, 214.21]
-    result = compare(mtp, off, higher_is_better=True)
-    assert result.outcome is Outcome.TIE and result.ratio.lo < 1.0 < 1.02 < result.ratio.point
+    result = _two(mtp, off)
+    assert result.kind is DecisionKind.TIE and result.margin.lo < 1.0 < 1.02 < result.margin.point
     assert pairwise_ratio_bounds(mtp, off, higher_is_better=True)[0] == pytest.approx(235.33 / 228.77)
     lo, hi = welch_ratio_bounds(mtp, off, higher_is_better=True)
-    assert lo == pytest.approx(result.ratio.lo) and hi == pytest.approx(result.ratio.hi)
+    assert lo == pytest.approx(result.margin.lo) and hi == pytest.approx(result.margin.hi)
 
 
 def test_the_distribution_free_bounds_follow_the_mann_whitney_table():
