@@ -137,7 +137,7 @@ def _point_text(frame: pd.DataFrame, trials: pd.DataFrame) -> list[str]:
 def _sources_section(a: Analysis) -> str:
     rows = []
     for source in a.results.sources:
-        t = a.trials[a.trials.source == source]
+        t = a.results.trials[a.results.trials.source == source]  # as persisted: spec off once, not per profile
         e = a.engines[a.engines.source == source]
         rows.append({"folder": source, "sweep": ", ".join(map(str, t.sweep.unique())) or "–",
                      "run": ", ".join(map(str, t.run_id.unique())) or "–",
