@@ -201,3 +201,23 @@ def schedule_section(a) -> str:
                    "The best k per load (the smallest k tied for first; k = 0 where speculation loses), keyed on the "
                    "engine's measured requests per step, merged into vLLM's per-batch-size schedule "
                    "(speculative_config.num_speculative_tokens_per_batch_size).", *parts)
+
+
+def first_trial_section(a) -> str:
+    """Each load's and wake's first trial against the same point in later rounds (runner.report.first_trials)."""
+    from runner.report.first_trials import BAND, first_trial_checks, summary_line
+    from runner.report.metrics import sample_values
+
+    r = a.results
+    phases = getattr(r, "phases", None)
+    checks = first_trial_checks(r.trials, sample_values(r.trials, r.requests), phases)
+    if not len(checks):
+        return ""
+    outside = checks[(checks.ratio - 1).abs() > BAND]
+    shown = outside.assign(ratio=outside.ratio.round(3), first=outside["first"].round(4),
+                           later_median=outside.later_median.round(4))
+    return section("First trials", "Warm-up keeps first-use costs out of the figures; this checks it: each engine's "
+                   "first trial after a load or a wake against the median of the same point (engine, workload, "
+                   "params, concurrency) in its other rounds, on the deciding figure (ratio > 1: the first trial was "
+                   f"better). {summary_line(checks)}.",
+                   md_table(shown.drop(columns=["source"])) if len(shown) else "")

@@ -1,0 +1,63 @@
+"""Each engine's first trial after a load or a wake, against the same point in its other rounds. Pure.
+
+Warm-up exists so that nothing is measured cold by accident; this is the check that it worked. A load (a `start`
+span on the timeline) or a wake (`wake`) is followed by the engine's next trial; its deciding figure is set
+against the median of the same trial point (engine, workload, params, concurrency) over the other repeats. A
+ratio outside the band says that trial paid for something the later ones did not (a compile, a cold cache).
+"""
+from __future__ import annotations
+
+import pandas as pd
+
+from runner.report.metrics import deciding_metric
+
+BAND = 0.10  # a first trial within 10 % of the later rounds' median passes
+POINT = ["engine_id", "workload", "workload_params_json", "concurrency"]
+
+
+def first_trial_checks(trials: pd.DataFrame, samples: pd.DataFrame, phases: pd.DataFrame) -> pd.DataFrame:
+    """One row per load or wake followed by a trial whose point also ran in other rounds: `after` (load / wake),
+    the trial's figure, the others' median and count, and `ratio` (> 1: the first trial was better)."""
+    columns = ["source", "after", "engine_id", "workload", "workload_params_json", "concurrency", "round", "first",
+               "later_median", "n_later", "ratio"]
+    if phases is None or not len(phases) or not len(trials) or not len(samples):
+        return pd.DataFrame(columns=columns)
+    value = samples.groupby(["source", "trial_id"]).value.median()
+    ok = trials[trials.status == "ok"].copy()
+    ok["value"] = [value.get((s, t)) for s, t in zip(ok.source, ok.trial_id)]
+    ok = ok.dropna(subset=["value"])
+    rows = []
+    events = phases[phases.phase.isin(["start", "wake"]) & phases.engine_id.notna()]
+    for e in events.itertuples():
+        mine = ok[(ok.source == e.source) & (ok.engine_id == e.engine_id) & (ok.started_at >= e.started_at)]
+        if not len(mine):
+            continue
+        first = mine.sort_values("started_at").iloc[0]
+        same = ok[(ok.source == first.source) & (ok.trial_id != first.trial_id)]
+        for column in POINT:
+            same = same[same[column] == first[column]]
+        if not len(same):
+            continue
+        later = float(same.value.median())
+        better = first.value / later if deciding_metric(first.workload).higher_is_better else later / first.value
+        rows.append({"source": first.source, "after": "load" if e.phase == "start" else "wake",
+                     "engine_id": first.engine_id, "workload": first.workload,
+                     "workload_params_json": first.workload_params_json, "concurrency": int(first.concurrency),
+                     "round": first.get("round"), "first": float(first.value), "later_median": later,
+                     "n_later": len(same), "ratio": float(better)})
+    return pd.DataFrame(rows, columns=columns)
+
+
+def summary_line(checks: pd.DataFrame, *, band: float = BAND) -> str:
+    """'N of M first trials after a load (and K of L after a wake) within 10 % of the later rounds'."""
+    parts = []
+    for after in ("load", "wake"):
+        these = checks[checks.after == after]
+        if len(these):
+            inside = int(((these.ratio - 1).abs() <= band).sum())
+            parts.append(f"{inside} of {len(these)} first trials after a {after}")
+    if not parts:
+        return ""
+    worst = checks.iloc[(checks.ratio - 1).abs().argmax()]
+    return (f"{' and '.join(parts)} within {band:.0%} of the same point in later rounds (worst: "
+            f"{worst.ratio:.2f}× after a {worst.after}, {worst.workload} c={worst.concurrency})")

@@ -1,0 +1,38 @@
+"""Each load's and wake's first trial against the same point in other rounds, from hand-made frames."""
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from runner.report.first_trials import first_trial_checks, summary_line
+
+
+def _trial(trial_id, *, engine="e-1", concurrency=1, started_at, round_):
+    return {"source": "s", "trial_id": trial_id, "engine_id": engine, "workload": "decode",
+            "workload_params_json": "{}", "concurrency": concurrency, "started_at": started_at, "round": round_,
+            "status": "ok"}
+
+
+def test_a_cold_first_trial_after_a_load_is_caught_and_a_warm_one_after_a_wake_passes():
+    trials = pd.DataFrame([_trial("a0", started_at=10, round_=0), _trial("b0", concurrency=4, started_at=11, round_=0),
+                           _trial("a1", started_at=30, round_=1), _trial("b1", concurrency=4, started_at=31, round_=1),
+                           _trial("a2", started_at=50, round_=2)])
+    samples = pd.DataFrame({"source": "s", "trial_id": ["a0", "b0", "a1", "b1", "a2"],
+                            "value": [70.0, 200.0, 100.0, 205.0, 102.0]})
+    phases = pd.DataFrame([{"source": "s", "phase": "start", "engine_id": "e-1", "started_at": 5.0},
+                           {"source": "s", "phase": "wake", "engine_id": "e-1", "started_at": 29.0},
+                           {"source": "s", "phase": "trial", "engine_id": "e-1", "started_at": 10.0}])
+    checks = first_trial_checks(trials, samples, phases)
+    assert list(checks.after) == ["load", "wake"]
+    load, wake = checks.iloc[0], checks.iloc[1]
+    assert load.ratio == pytest.approx(70 / 101) and load.n_later == 2  # decode: higher is better
+    assert wake.ratio == pytest.approx(100 / 86)  # a1 against a0 and a2's median
+    assert summary_line(checks).startswith("0 of 1 first trials after a load and 0 of 1 first trials after a wake")
+
+
+def test_nothing_to_check_without_a_timeline_or_a_repeat():
+    trials = pd.DataFrame([_trial("a0", started_at=10, round_=0)])
+    samples = pd.DataFrame({"source": ["s"], "trial_id": ["a0"], "value": [1.0]})
+    phases = pd.DataFrame([{"source": "s", "phase": "start", "engine_id": "e-1", "started_at": 5.0}])
+    assert first_trial_checks(trials, samples, phases).empty
+    assert first_trial_checks(trials, samples, None).empty and summary_line(first_trial_checks(trials, samples, None)) == ""
