@@ -285,9 +285,14 @@ class Residency(enum.StrEnum):
 
 
 class Warmup(enum.StrEnum):
-    """execution.warmup: run each new trial shape once, unmeasured, before measuring it."""
+    """execution.warmup: what an engine runs, unmeasured, before a trial shape it has not seen. full: the shape
+    itself once (output capped); light: each new workload point once at one session plus a short pass (short
+    prompts, few tokens) at each new concurrency; auto: full (light becomes the default where the report's first-trial
+    check holds on every device)."""
 
     AUTO = "auto"
+    FULL = "full"
+    LIGHT = "light"
     OFF = "off"
 
 
@@ -309,7 +314,7 @@ def _switch(value) -> str:
 class ExecutionSection:
     """The `execution` block of conf/config.yaml: timeouts, retries, residency, order, deadline."""
 
-    warmup: Any = "auto"  # auto | off (a bare YAML `off` reads as false)
+    warmup: Any = "auto"  # auto | full | light | off (a bare YAML `off` reads as false)
     warmup_output_cap: Optional[int] = field(default=64, metadata=_fix(
         "execution.warmup_output_cap=64", "must be an integer ≥ 1 or null (the trial's own length)"))
     trial_timeout_s: float = field(default=1800, metadata=_fix("execution.trial_timeout_s=1800",
@@ -342,7 +347,7 @@ class ExecutionSection:
         try:
             self.warmup = Warmup(_switch(self.warmup))
         except ValueError:
-            errors.append(f"execution.warmup={raw_warmup!r}: valid: auto, off (fix: execution.warmup=auto)")
+            errors.append(f"execution.warmup={raw_warmup!r}: valid: auto, full, light, off (fix: execution.warmup=auto)")
         if self.deadline_s is not None and self.deadline_s <= 0:
             errors.append(f"execution.deadline_s={_g(self.deadline_s)} must be seconds > 0 or null "
                           f"(fix: execution.deadline_s=3600)")

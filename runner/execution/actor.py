@@ -66,6 +66,8 @@ class EngineActor:
         self.warmup_output_cap = warmup_output_cap
         # (workload, params, concurrency, api) already run on this engine: their first-use costs are paid.
         self.warm_shapes: set[tuple] = set()
+        self.warm_points: set[tuple] = set()  # light warm-up: workload points run once at one session
+        self.warm_batches: set[tuple] = set()  # light warm-up: (workload, api, concurrency) given a short pass
         # How vLLM's engine-core process starts (runner/execution/engine_process.py); installed once, in prepare.
         self.engine_start = engine_start
         self.start_method = None
@@ -155,8 +157,9 @@ class EngineActor:
         return TrialResult(trial=row, requests=reqs)
 
     async def _warm_up(self, *, trial: Trial, workload, params) -> Optional[float]:
-        """The trial's shape once, unmeasured, the first time this engine sees it (compiles, kernel JITs,
-        the n-gram proposer's first real request); its prompts differ from every measured repeat's."""
+        """Unmeasured runs the first time this engine sees a trial shape (compiles, kernel JITs, the n-gram
+        proposer's first real request); their prompts differ from every measured repeat's. full: the shape once;
+        light: the workload point once at one session, then a short pass per new concurrency."""
         if self.warmup == "off":
             return None
         shape = (trial.workload, trial.params_json, trial.concurrency, trial.api)
@@ -166,13 +169,25 @@ class EngineActor:
             params = dataclasses.replace(params, output_len=self.warmup_output_cap)
         if getattr(params, "requests_per_session", 1) > 1:  # one request per session covers the batch's shapes
             params = dataclasses.replace(params, requests_per_session=1)
-        params = params.warmup_variant()
         started = time.perf_counter()
-        await workload.run(TrialContext(engine=sampled(self.host, params, base_seed=-1 - trial.repeat),
-                                        concurrency=trial.concurrency, repeat=-1 - trial.repeat, params=params,
-                                        api=trial.api, window=WholeRun()))
+        if self.warmup == "light":
+            point, batch = (trial.workload, trial.params_json, trial.api), (trial.workload, trial.api, trial.concurrency)
+            if point not in self.warm_points:
+                await self._unmeasured(trial, workload, params.warmup_variant(), concurrency=1)
+                self.warm_points.add(point)
+                self.warm_batches.add((trial.workload, trial.api, 1))
+            if batch not in self.warm_batches:
+                await self._unmeasured(trial, workload, params.short_variant(), concurrency=trial.concurrency)
+                self.warm_batches.add(batch)
+        else:
+            await self._unmeasured(trial, workload, params.warmup_variant(), concurrency=trial.concurrency)
         self.warm_shapes.add(shape)
         return time.perf_counter() - started
+
+    async def _unmeasured(self, trial: Trial, workload, params, *, concurrency: int) -> None:
+        await workload.run(TrialContext(engine=sampled(self.host, params, base_seed=-1 - trial.repeat),
+                                        concurrency=concurrency, repeat=-1 - trial.repeat, params=params,
+                                        api=trial.api, window=WholeRun()))
 
     def _failed(self, trial: Trial, attempt: int, *, kind: str, exc: BaseException) -> TrialResult:
         reason = f"{type(exc).__name__}: {exc}"[:600]

@@ -48,6 +48,36 @@ def first_trial_checks(trials: pd.DataFrame, samples: pd.DataFrame, phases: pd.D
     return pd.DataFrame(rows, columns=columns)
 
 
+def first_at_point_checks(trials: pd.DataFrame, samples: pd.DataFrame) -> pd.DataFrame:
+    """Per trial point with two or more repeats: its first measurement (the engine's first sight of that shape,
+    right after its warm-up) against the median of the others."""
+    rows = []
+    if not len(trials) or not len(samples):
+        return pd.DataFrame(columns=["ratio"])
+    value = samples.groupby(["source", "trial_id"]).value.median()
+    ok = trials[trials.status == "ok"].copy()
+    ok["value"] = [value.get((s, t)) for s, t in zip(ok.source, ok.trial_id)]
+    for key, group in ok.dropna(subset=["value"]).sort_values("started_at").groupby(["source", *POINT], sort=False):
+        if len(group) < 2:
+            continue
+        first, later = float(group.value.iloc[0]), float(group.value.iloc[1:].median())
+        higher = deciding_metric(group.workload.iloc[0]).higher_is_better
+        rows.append({"workload": group.workload.iloc[0], "concurrency": int(group.concurrency.iloc[0]),
+                     "ratio": first / later if higher else later / first})
+    return pd.DataFrame(rows, columns=["workload", "concurrency", "ratio"])
+
+
+def point_line(checks: pd.DataFrame, *, band: float = BAND) -> str:
+    """'N of M points' first measurements within 10 % of their later repeats'."""
+    if not len(checks):
+        return ""
+    inside = int(((checks.ratio - 1).abs() <= band).sum())
+    worst = checks.iloc[(checks.ratio - 1).abs().argmax()]
+    return (f"{inside} of {len(checks)} points' first measurements within {band:.0%} of their later repeats "
+            f"(median ratio {checks.ratio.median():.3f}: below 1, first measurements run worse; worst: "
+            f"{worst.ratio:.2f}×, {worst.workload} c={worst.concurrency})")
+
+
 def summary_line(checks: pd.DataFrame, *, band: float = BAND) -> str:
     """'N of M first trials after a load (and K of L after a wake) within 10 % of the later rounds'."""
     parts = []

@@ -205,13 +205,14 @@ def schedule_section(a) -> str:
 
 def first_trial_section(a) -> str:
     """Each load's and wake's first trial against the same point in later rounds (runner.report.first_trials)."""
-    from runner.report.first_trials import BAND, first_trial_checks, summary_line
+    from runner.report.first_trials import BAND, first_at_point_checks, first_trial_checks, point_line, summary_line
     from runner.report.metrics import sample_values
 
     r = a.results
-    phases = getattr(r, "phases", None)
-    checks = first_trial_checks(r.trials, sample_values(r.trials, r.requests), phases)
-    if not len(checks):
+    samples = sample_values(r.trials, r.requests)
+    checks = first_trial_checks(r.trials, samples, getattr(r, "phases", None))
+    points = point_line(first_at_point_checks(r.trials, samples))
+    if not len(checks) and not points:
         return ""
     outside = checks[(checks.ratio - 1).abs() > BAND]
     shown = outside.assign(ratio=outside.ratio.round(3), first=outside["first"].round(4),
@@ -219,5 +220,6 @@ def first_trial_section(a) -> str:
     return section("First trials", "Warm-up keeps first-use costs out of the figures; this checks it: each engine's "
                    "first trial after a load or a wake against the median of the same point (engine, workload, "
                    "params, concurrency) in its other rounds, on the deciding figure (ratio > 1: the first trial was "
-                   f"better). {summary_line(checks)}.",
+                   f"better). {summary_line(checks) or 'No load or wake is followed by a repeated point'}. "
+                   f"{points + '.' if points else ''}",
                    md_table(shown.drop(columns=["source"])) if len(shown) else "")

@@ -14,6 +14,10 @@ from runner.measurement.deciding import (  # noqa: F401  (re-exported: each work
     DecidingMetric)
 
 
+SHORT_PROMPT_TOKENS = 128  # a light warm-up's short pass: prompt tokens per length field
+SHORT_OUTPUT_TOKENS = 8
+
+
 @dataclass(kw_only=True)
 class RequestResult:
     """One request's client-side record plus what the engine reported about it."""
@@ -121,6 +125,19 @@ class WorkloadParams:
     def warmup_variant(self) -> "WorkloadParams":
         """The params of this shape's unmeasured warm-up run (the same, unless a workload says otherwise)."""
         return self
+
+    # Prompt-length fields a short warm-up pass caps (execution.warmup=light).
+    length_fields: ClassVar[tuple[str, ...]] = ()
+
+    def short_variant(self) -> "WorkloadParams":
+        """A short pass at a new batch size: the warm-up variant with prompts capped at SHORT_PROMPT_TOKENS and
+        SHORT_OUTPUT_TOKENS out (the batch's decode and scheduling paths, not a second full prefill)."""
+        warm = self.warmup_variant()
+        changes = {name: min(getattr(warm, name) or SHORT_PROMPT_TOKENS, SHORT_PROMPT_TOKENS)
+                   for name in self.length_fields}
+        if isinstance(getattr(warm, "output_len", None), int):
+            changes["output_len"] = min(warm.output_len, SHORT_OUTPUT_TOKENS)
+        return dataclasses.replace(warm, **changes)
 
     def arrival_columns(self) -> dict:
         """The trial's arrival columns (runner.schema.TrialRecord): how its requests arrived."""

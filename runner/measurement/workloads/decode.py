@@ -18,6 +18,7 @@ from runner.measurement.workloads.open_loop import OpenLoopParams, on_schedule
 
 @dataclass(kw_only=True)
 class DecodeParams(OpenLoopParams):
+    length_fields = ("input_len",)
     input_len: int = 128
     output_len: int = 64
     requests_per_session: int = 1

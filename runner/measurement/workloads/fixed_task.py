@@ -15,6 +15,7 @@ from runner.measurement.workloads.base import DECODE_SPEED_PER_RUN, RequestResul
 
 @dataclass(kw_only=True)
 class FixedTaskParams(WorkloadParams):
+    length_fields = ("input_len",)
     input_len: int = 512
     output_len: int = 256
     warmup: int = 1

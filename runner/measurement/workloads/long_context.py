@@ -24,6 +24,7 @@ TAIL_RESERVE = 64
 
 @dataclass(kw_only=True)
 class LongContextParams(WorkloadParams):
+    length_fields = ("context_len",)
     context_len: Optional[int] = None
     output_len: int = 32
     needle_depth: float = 0.5

@@ -19,6 +19,7 @@ from runner.measurement.workloads.open_loop import OpenLoopParams, on_schedule
 
 @dataclass(kw_only=True)
 class MultiTurnParams(OpenLoopParams):
+    length_fields = ("context_len", "turn_tokens")
     context_len: int = 4096
     turns: int = 3
     turn_tokens: int = 1024

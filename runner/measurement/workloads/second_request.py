@@ -16,6 +16,7 @@ from runner.measurement.workloads.base import REPEAT_TTFT_P50, RequestResult, Tr
 
 @dataclass(kw_only=True)
 class SecondRequestParams(WorkloadParams):
+    length_fields = ("input_len",)
     input_len: int = 4096
     output_len: int = 32
 

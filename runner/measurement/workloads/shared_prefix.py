@@ -16,6 +16,7 @@ from runner.measurement.workloads.base import TTFT_P50, RequestResult, TrialCont
 
 @dataclass(kw_only=True)
 class SharedPrefixParams(WorkloadParams):
+    length_fields = ("prefix_len", "suffix_len")
     prefix_len: int = 4096
     suffix_len: int = 128
     output_len: int = 32
