@@ -12,29 +12,22 @@ limit (TTFT, TPOT or E2E ≤ its tightest limit) / `duration_s` (vLLM's `--goodp
 """
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from runner.measurement.rate_bracket import line_params
 from runner.measurement.stats import interpolate_crossing
 from runner.report.render import md_table, section
 from runner.report.settings import SLO_COLUMNS
 from runner.schema import TrialStatus
 
-RATE_AXES = ("request_rate", "time_scale")
 OPEN_LOOP = ("poisson", "gamma", "trace")
 BOOTSTRAP = 1000
 # Per-request columns a report.slo name bounds (its percentile becomes a per-request limit for goodput).
 REQUEST_LIMITS = {"ttft": "ttft_s", "tpot": "tpot_s", "e2e": "e2e_s"}
-
-
-def line_params(params_json: str) -> str:
-    """The params without the rate axes: what makes one line of points against rate."""
-    params = json.loads(params_json or "{}")
-    return json.dumps({k: v for k, v in params.items() if k not in RATE_AXES}, sort_keys=True)
 
 
 def request_goodput(trials: pd.DataFrame, requests: pd.DataFrame, slo: dict[str, float]) -> pd.Series:
