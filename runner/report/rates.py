@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from runner.measurement.rate_bracket import line_params
+from runner.measurement.rate_bracket import BracketState, RatePoint, bracket, line_params
 from runner.measurement.stats import interpolate_crossing
 from runner.report.render import md_table, section
 from runner.report.settings import SLO_COLUMNS
@@ -123,9 +123,23 @@ def highest_rates(points: pd.DataFrame, slo: dict[str, float], *, seed: int = 0)
             text = f"≈ {estimate:.3g} req/s [{lo:.3g}–{hi:.3g}] (between {xs[miss - 1]:.3g} and {xs[miss]:.3g})"
         rows.append({"workload": workload, "line": line, "arm": arm, "arm_order": group.arm_order.iloc[0],
                      "highest rate": estimate, "ci_lo": float(lo), "ci_hi": float(hi), "within the SLO": text,
+                     "bracket": bracket_text(group, slo),
                      "repeats": int(group.n.min()), "measured rates (req/s)": ", ".join(rates),
                      "client behind at": ", ".join(r for r, b in zip(rates, group.client_behind) if b) or "–"})
     return pd.DataFrame(rows)
+
+
+def bracket_text(group: pd.DataFrame, slo: dict[str, float]) -> str:
+    """The measured rates around the crossing, their gap as a share of the lower one, and whether the repeats
+    resolve it (runner.measurement.rate_bracket: what the rate search stops on)."""
+    points = [RatePoint(offered=float(o), x=float(x), samples={n: tuple(v) for n, v in s.items()})
+              for o, x, s in zip(group.offered, group.x, group.samples)]
+    b = bracket(points, slo, precision=0.0)
+    if b.low is None or b.high is None:
+        return "–"
+    gap = (b.high.x - b.low.x) / b.low.x if b.low.x > 0 else math.nan
+    noise = ", within the repeats' noise" if b.state == BracketState.NOISE else ""
+    return f"{b.low.x:.3g}–{b.high.x:.3g} req/s ({gap:.0%} wide{noise})"
 
 
 def _line_text(a, workload: str, line: str) -> str:
@@ -153,10 +167,13 @@ def rate_section(a) -> str:
         blocks.append(md_table(pd.DataFrame({
             "workload": best.workload, "params": [_line_text(a, w, l) for w, l in zip(best.workload, best.line)],
             "arm": best.arm, f"highest rate within the SLO ({a.settings.slo_text()})": best["within the SLO"],
-            "repeats": best.repeats, "measured": best["measured rates (req/s)"],
+            "bracket": best.bracket, "repeats": best.repeats, "measured": best["measured rates (req/s)"],
             "client behind at": best["client behind at"]})))
         blocks.append("Interpolated between the two measured rates around the crossing; [95 % interval]: a seeded "
-                      "bootstrap of the crossing over each rate's repeats. A narrower bracket needs rates between.")
+                      "bootstrap of the crossing over each rate's repeats. A narrower bracket needs rates between "
+                      "(sweep.adaptive=rate_search measures them until the bracket is within "
+                      "sweep.rate_search.precision, or within the repeats' noise: the figure rises across it by "
+                      "less than its repeats spread).")
     else:
         blocks.append("No `report.slo` target: set one (e.g. report.slo.ttft_p99_ms=500, or --slo ttft_p99_ms=500) "
                       "for each arm's highest sustainable rate.")
