@@ -6,7 +6,7 @@ figure's repeats in ms; `inf` (saturation) sits at the request throughput it mea
 when the median over repeats of every figure is within its limit (as the report's SLO sections judge it). Scanning
 up the rates, the bracket is [the last point meeting the targets, the first one missing them]. It is tight enough
 when its width is within `precision` of its lower end, or when the figure changes across it by no more than its
-repeats spread at either end (the noise: rates between could not be told apart).
+repeats spread at either end below saturation (the noise: rates between could not be told apart).
 """
 from __future__ import annotations
 
@@ -91,13 +91,15 @@ def ordered(points: Sequence[RatePoint]) -> list[RatePoint]:
 
 
 def _noise_bound(low: RatePoint, high: RatePoint, slo: dict[str, float]) -> bool:
-    """Whether every missed target's figure rises across the bracket by no more than its repeats' spread."""
+    """Whether every missed target's figure rises across the bracket by no more than its repeats' spread (at
+    saturation the spread is its queue's, not noise at a rate: only the ends at a rate count)."""
     missed = [n for n, limit in slo.items() if not high.median(n) <= limit]
-    if not missed:
+    ends = [p for p in (low, high) if not p.saturation]
+    if not missed or not ends:
         return False
     for name in missed:
         rise = high.median(name) - low.median(name)
-        spread = max(low.spread(name), high.spread(name))
+        spread = max(p.spread(name) for p in ends)
         if math.isnan(rise) or math.isnan(spread) or not rise <= spread:
             return False
     return True

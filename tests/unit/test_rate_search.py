@@ -186,6 +186,9 @@ def test_a_bracket_the_repeats_cannot_resolve_is_within_the_noise():
     assert bracket(noisy, SLO, precision=0.1).state == BracketState.NOISE
     clear = [_point(100, 30, 31, 32), _point(200, 70, 71, 72)]
     assert bracket(clear, SLO, precision=0.1).state == BracketState.OPEN
+    # Saturation's repeats spread with its queue (seconds on a busy machine): not the noise at a rate.
+    queued = [_point(100, 30, 31, 32), _point(math.inf, 800, 1000, 4000, x=180)]
+    assert bracket(queued, SLO, precision=0.1).state == BracketState.OPEN
 
 
 def test_rates_between_are_geometric_and_rounded():
