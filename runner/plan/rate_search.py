@@ -6,8 +6,8 @@
    where requests rarely queue: the open-loop stand-in for a synchronous run) and `rates_per_stage` rates spaced
    between it and saturation.
 3. then, per line, `rates_per_stage` rates inside its bracket [last rate meeting the SLO, first missing it],
-   until the bracket is within `precision` of its lower end or within the noise of the repeats
-   (runner.measurement.rate_bracket), or `max_stages` ran.
+   until the bracket is within `precision` of its lower end or within the noise of the repeats (the crossing's
+   bootstrap interval as wide as the bracket: runner.measurement.rate_bracket), or `max_stages` ran.
 Each line gets only its own rates (an arm's bracket says nothing of another's); rates are rounded to three
 significant digits, so a rate names one trial id however a stage reached it. The report's "Against offered
 rate" section reads the run as for any rate grid.
@@ -34,17 +34,18 @@ OPEN_ARRIVALS = (Arrival.POISSON, Arrival.GAMMA)
 Line = tuple[str, str, str]  # (engine_id, workload, params without the rate)
 
 
-def _slo(config: RunConfig) -> dict[str, float]:
+def _report(config: RunConfig):
+    """The report's settings: its SLO is the search's target, its seed the crossing interval's."""
     from runner.report.settings import ReportSettingsError, parse_settings
 
     try:
-        slo = parse_settings(config.report).slo
+        settings = parse_settings(config.report)
     except ReportSettingsError as exc:
         raise ConfigError(str(exc)) from None
-    if not slo:
+    if not settings.slo:
         raise ConfigError(f"sweep.adaptive=rate_search searches the highest rate within a latency target; "
                           f"report.slo sets none (fix: {FIX_SLO})")
-    return slo
+    return settings
 
 
 def _values(value) -> list:
@@ -131,7 +132,7 @@ def next_rates(b: Bracket, *, precision: float, low_fraction: float, count: int)
 
 class RateSearch:
     def plannable(self, config: RunConfig) -> RunConfig:
-        _slo(config)
+        _report(config)
         if config.sweep.race:
             raise ConfigError("sweep.adaptive=rate_search keeps every arm to find its own rate; a race eliminates "
                               "arms (fix: sweep.race=false)")
@@ -147,11 +148,11 @@ class RateSearch:
         search = config.sweep.rate_search
         if index >= search.max_stages:
             return None
-        slo = _slo(config)
+        report = _report(config)
         tried = {(_line(r), _row_rate(r)) for r in rows}
         wanted: set[tuple[Line, float]] = set()
-        for line, points in line_points(rows, slo).items():
-            b = bracket(points, slo, precision=search.precision)
+        for line, points in line_points(rows, report.slo).items():
+            b = bracket(points, report.slo, precision=search.precision, seed=report.seed)
             wanted |= {(line, r) for r in next_rates(b, precision=search.precision, low_fraction=search.low_fraction,
                                                       count=search.rates_per_stage) if (line, r) not in tried}
         if not wanted:

@@ -181,12 +181,13 @@ def test_the_bracket_is_the_last_rate_within_the_target_and_the_first_past_it():
 
 
 def test_a_bracket_the_repeats_cannot_resolve_is_within_the_noise():
-    # The figure rises 6 ms across [100, 200]; its repeats spread 30 ms: rates between cannot be told apart.
-    noisy = [_point(100, 35, 48, 65), _point(200, 41, 55, 70)]
-    assert bracket(noisy, SLO, precision=0.1).state == BracketState.NOISE
+    # Each end's repeats straddle the target: resampled, the crossing lands anywhere in [100, 200] and beyond.
+    noisy = [_point(50, 10, 11, 12), _point(100, 35, 48, 65), _point(200, 41, 55, 70), _point(400, 90, 95, 99)]
+    b = bracket(noisy, SLO, precision=0.1)
+    assert b.state == BracketState.NOISE and b.interval[1] - b.interval[0] >= 100
     clear = [_point(100, 30, 31, 32), _point(200, 70, 71, 72)]
     assert bracket(clear, SLO, precision=0.1).state == BracketState.OPEN
-    # Saturation's repeats spread with its queue (seconds on a busy machine): not the noise at a rate.
+    # A missing end far past the target, however its repeats spread (saturation's queue), leaves it open.
     queued = [_point(100, 30, 31, 32), _point(math.inf, 800, 1000, 4000, x=180)]
     assert bracket(queued, SLO, precision=0.1).state == BracketState.OPEN
 
