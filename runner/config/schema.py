@@ -502,6 +502,10 @@ class RateSearchSection:
     # The first rate below saturation when no given rate meets the SLO: this share of the measured saturation.
     low_fraction: float = field(default=0.1, metadata=_fix("sweep.rate_search.low_fraction=0.1",
                                                            "must be a number in (0, 1)"))
+    # Every arm of a workload point measures each rate any of them asks for: more trials, but the arms compare at
+    # every rate (the Answer table's points); false: each arm only its own bracket's rates.
+    shared_rates: bool = field(default=False, metadata=_fix("sweep.rate_search.shared_rates=false",
+                                                            "must be true or false"))
 
     def __post_init__(self):
         errors = []

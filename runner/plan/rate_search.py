@@ -8,7 +8,8 @@
 3. then, per line, `rates_per_stage` rates inside its bracket [last rate meeting the SLO, first missing it],
    until the bracket is within `precision` of its lower end or within the noise of the repeats (the crossing's
    bootstrap interval as wide as the bracket: runner.measurement.rate_bracket), or `max_stages` ran.
-Each line gets only its own rates (an arm's bracket says nothing of another's); rates are rounded to three
+Each line gets only its own rates (an arm's bracket says nothing of another's), or with `shared_rates` every arm
+of a workload point gets the rates any of them asks for (comparable at every rate); rates are rounded to three
 significant digits, so a rate names one trial id however a stage reached it. The report's "Against offered
 rate" section reads the run as for any rate grid.
 """
@@ -130,6 +131,14 @@ def next_rates(b: Bracket, *, precision: float, low_fraction: float, count: int)
     return [low, *rates_between(low, b.lowest.x, count=count)] if b.lowest.saturation else [low]
 
 
+def _shared(wanted: set[tuple[Line, float]], *, lines, tried: set) -> set[tuple[Line, float]]:
+    """Each rate wanted on a workload point, for every arm measured there (not those that ran it already)."""
+    rates: dict[tuple[str, str], set[float]] = {}
+    for (_, workload, params), rate in wanted:
+        rates.setdefault((workload, params), set()).add(rate)
+    return {(line, rate) for line in lines for rate in rates.get(line[1:], ()) if (line, rate) not in tried}
+
+
 class RateSearch:
     def plannable(self, config: RunConfig) -> RunConfig:
         _report(config)
@@ -155,6 +164,8 @@ class RateSearch:
             b = bracket(points, report.slo, precision=search.precision, seed=report.seed)
             wanted |= {(line, r) for r in next_rates(b, precision=search.precision, low_fraction=search.low_fraction,
                                                       count=search.rates_per_stage) if (line, r) not in tried}
+        if search.shared_rates:
+            wanted = _shared(wanted, lines=line_points(rows, report.slo), tried=tried)
         if not wanted:
             return None
         extra: dict[str, set[float]] = {}

@@ -85,6 +85,19 @@ def test_saturation_first_then_each_arm_narrowed_to_its_own_crossing():
         assert b.high.x - b.low.x <= 0.1 * b.low.x
 
 
+def test_shared_rates_measure_every_arm_at_each_rate_any_arm_asks_for():
+    config = _config("sweep.rate_search.shared_rates=true")
+    study = adaptive_study("rate_search")
+    stages, rows = _run(config, study)
+    both = {30.0, 64.6, 139.0, 24.0, 51.7, 111.0}
+    assert _rates(stages[1]) == {"off": both, "mtp": both}
+    for stage in stages[2:]:
+        rates = _rates(stage)
+        assert rates["off"] == rates["mtp"]
+    for engine_id, b in _brackets(config, rows).items():
+        assert b.state in (BracketState.PRECISE, BracketState.NOISE)
+
+
 def test_a_stage_is_planned_the_same_from_the_same_rows():
     config = _config()
     study = adaptive_study("rate_search")
