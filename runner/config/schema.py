@@ -591,7 +591,7 @@ class RunConfig:
     output_root: str = "outputs"
     dry_run: bool = False  # print the plan, start nothing
     retry_failed: bool = False  # re-run trials that failed in an earlier attempt of this run
-    # The report's settings (true/false or a dict; parsed by runner.report.settings).
+    # The report's settings (true/false or a dict; parsed by runner.config.report).
     report: Any = True
 
     def __post_init__(self):

@@ -37,7 +37,7 @@ Line = tuple[str, str, str]  # (engine_id, workload, params without the rate)
 
 def _report(config: RunConfig):
     """The report's settings: its SLO is the search's target, its seed the crossing interval's."""
-    from runner.report.settings import ReportSettingsError, parse_settings
+    from runner.config.report import ReportSettingsError, parse_settings
 
     try:
         settings = parse_settings(config.report)
@@ -96,7 +96,7 @@ def _line(row: dict) -> Line:
 
 def line_points(rows: list[dict], slo: dict[str, float]) -> dict[Line, list[RatePoint]]:
     """Per line, one point per offered rate from its ok trials (the repeats' figures in ms)."""
-    from runner.report.settings import SLO_COLUMNS
+    from runner.config.report import SLO_COLUMNS
 
     grouped: dict[Line, dict[float, list[dict]]] = {}
     for row in rows:

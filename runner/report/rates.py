@@ -20,7 +20,7 @@ import pandas as pd
 
 from runner.measurement.rate_bracket import crossing, crossing_interval, line_params, within_noise
 from runner.report.render import md_table, section
-from runner.report.settings import SLO_COLUMNS
+from runner.config.report import SLO_COLUMNS
 from runner.schema import TrialStatus
 
 OPEN_LOOP = ("poisson", "gamma", "trace")
