@@ -107,21 +107,20 @@ def test_a_stage_is_planned_the_same_from_the_same_rows():
     assert [t.trial_id for t in again.plan.trials] == [t.trial_id for t in stages[2].plan.trials]
 
 
+def _saturated():
+    """(config, study, the saturation stage's rows) of the CPU preset."""
+    config, study = _config(), adaptive_study("rate_search")
+    return config, study, _rows(study.stage(0, config=config, rows=[]))
+
+
 def test_saturation_within_the_target_ends_the_study():
-    config = _config()
-    study = adaptive_study("rate_search")
-    first = study.stage(0, config=config, rows=[])
-    rows = [dict(r, ttft_p99_s=0.010) for r in _rows(first)]
-    assert study.stage(1, config=config, rows=rows) is None
+    config, study, rows = _saturated()
+    assert study.stage(1, config=config, rows=[dict(r, ttft_p99_s=0.010) for r in rows]) is None
 
 
 def test_a_low_rate_that_misses_ends_that_arm():
-    config = _config()
-    study = adaptive_study("rate_search")
-    first = study.stage(0, config=config, rows=[])
-    rows = _rows(first)
-    second = study.stage(1, config=config, rows=rows)
-    rows += [dict(r, ttft_p99_s=1.0) for r in _rows(second)]  # even the low rate queues
+    config, study, rows = _saturated()
+    rows += [dict(r, ttft_p99_s=1.0) for r in _rows(study.stage(1, config=config, rows=rows))]  # the low rate queues
     assert study.stage(2, config=config, rows=rows) is None
 
 
