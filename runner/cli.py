@@ -21,7 +21,7 @@ from runner.plan.grid import Plan, PlanError, build_plan
 from runner.plan.question import question_problems
 from runner.plan.stages import Stage, adaptive_study, run_stages
 from runner.plan.validate import capacity_warnings, engine_arg_spec, validate
-from runner.report.settings import ReportSettingsError, parse_settings as parse_report_settings
+from runner.config.report import ReportSettingsError, parse_settings as parse_report_settings
 from runner.schema import TrialStatus
 
 

@@ -494,6 +494,42 @@ def check_grid(grid: GridSection, arms: list[ArmSection] = ()) -> list[str]:
 
 
 @dataclass(kw_only=True)
+class RateSearchSection:
+    """sweep.rate_search: the highest rate meeting report.slo, searched per arm (sweep.adaptive=rate_search)."""
+
+    # Stop when the bracket [last rate meeting the SLO, first missing it] is at most this share of its lower end.
+    precision: float = field(default=0.1, metadata=_fix("sweep.rate_search.precision=0.1", "must be a number > 0"))
+    # Stages at most, saturation included (each stage is one round of engine loads).
+    max_stages: int = field(default=6, metadata=_fix("sweep.rate_search.max_stages=6", "must be an integer ≥ 2"))
+    # New rates per arm and stage inside its bracket (1: bisection; more: fewer stages, more trials).
+    rates_per_stage: int = field(default=1, metadata=_fix("sweep.rate_search.rates_per_stage=1",
+                                                          "must be an integer ≥ 1"))
+    # The first rate below saturation when no given rate meets the SLO: this share of the measured saturation.
+    low_fraction: float = field(default=0.1, metadata=_fix("sweep.rate_search.low_fraction=0.1",
+                                                           "must be a number in (0, 1)"))
+    # Every arm of a workload point measures each rate any of them asks for: more trials, but the arms compare at
+    # every rate (the Answer table's points); false: each arm only its own bracket's rates.
+    shared_rates: bool = field(default=False, metadata=_fix("sweep.rate_search.shared_rates=false",
+                                                            "must be true or false"))
+
+    def __post_init__(self):
+        errors = []
+        if not self.precision > 0:
+            errors.append(f"sweep.rate_search.precision={_g(self.precision)} must be > 0 (a share of the bracket's "
+                          f"lower end) (fix: sweep.rate_search.precision=0.1)")
+        if self.max_stages < 2:
+            errors.append(f"sweep.rate_search.max_stages={self.max_stages!r} must be ≥ 2: saturation, then a rate "
+                          f"below it (fix: sweep.rate_search.max_stages=6)")
+        if self.rates_per_stage < 1:
+            errors.append(f"sweep.rate_search.rates_per_stage={self.rates_per_stage!r} must be ≥ 1 "
+                          f"(fix: sweep.rate_search.rates_per_stage=1)")
+        if not 0 < self.low_fraction < 1:
+            errors.append(f"sweep.rate_search.low_fraction={_g(self.low_fraction)} must be in (0, 1) "
+                          f"(fix: sweep.rate_search.low_fraction=0.1)")
+        _problems(errors)
+
+
+@dataclass(kw_only=True)
 class SweepSection:
     """conf/sweep/*.yaml (with conf/sweep_defaults.yaml): what to run."""
 
@@ -512,6 +548,8 @@ class SweepSection:
     question: Optional[QuestionSection] = None
     # An adaptive study (runner.plan.stages.STUDIES): stages planned from the ones before; null: the fixed grid.
     adaptive: Optional[str] = None
+    # The rate search's stop rule and step (read by sweep.adaptive=rate_search only).
+    rate_search: RateSearchSection = field(default_factory=RateSearchSection)
     preset: Optional[str] = None  # the name of one of `presets`, applied over the config before it is typed
     # Named overlays in the root's shape (sweep/workload/engine/model), chosen by sweep.preset.
     presets: dict[str, Any] = field(default_factory=dict)
@@ -558,7 +596,7 @@ class RunConfig:
     output_root: str = "outputs"
     dry_run: bool = False  # print the plan, start nothing
     retry_failed: bool = False  # re-run trials that failed in an earlier attempt of this run
-    # The report's settings (true/false or a dict; parsed by runner.report.settings).
+    # The report's settings (true/false or a dict; parsed by runner.config.report).
     report: Any = True
 
     def __post_init__(self):

@@ -17,6 +17,7 @@ from runner.plan.grid import Plan
 # name → "module:class" (imported when chosen, so that a study's numerics load only where it runs).
 STUDIES = {
     "predict_schedule": "runner.plan.schedule_study:PredictSchedule",
+    "rate_search": "runner.plan.rate_search:RateSearch",
 }
 
 

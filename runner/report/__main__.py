@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     from runner.report.build import write_report
     from runner.report.metrics import UnknownWorkload
-    from runner.report.settings import ReportSettingsError
+    from runner.config.report import ReportSettingsError
 
     overrides = {"tie_band": args.tie_band, "slo": dict(args.slo) if args.slo else None,
                  "gpu_hour_usd": args.gpu_hour_usd, "seed": args.seed}

@@ -21,7 +21,7 @@ from runner.report.schedule_report import (acceptance_predictions, derived_sched
 from runner.report.race_report import race_stops
 from runner.report.recommend import recommendation
 from runner.report.render import md_table, percent, section
-from runner.report.settings import ReportSettings, parse_settings
+from runner.config.report import ReportSettings, parse_settings
 from runner.report.slo import arm_point_figures, max_concurrency, slo_choices
 
 
@@ -348,7 +348,7 @@ def write_report(*, run_dirs: list[Path], out_dir: Path | None = None, echo: boo
     `question` ({a, b, name}) replaces the persisted sweep.question."""
     import yaml
 
-    from runner.report.settings import with_overrides
+    from runner.config.report import with_overrides
 
     run_dirs = [Path(d) for d in run_dirs]
     out_dir = Path(out_dir or run_dirs[0])

@@ -12,29 +12,20 @@ limit (TTFT, TPOT or E2E ≤ its tightest limit) / `duration_s` (vLLM's `--goodp
 """
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from runner.measurement.stats import interpolate_crossing
+from runner.measurement.rate_bracket import crossing, crossing_interval, line_params, within_noise
 from runner.report.render import md_table, section
-from runner.report.settings import SLO_COLUMNS
+from runner.config.report import SLO_COLUMNS
 from runner.schema import TrialStatus
 
-RATE_AXES = ("request_rate", "time_scale")
 OPEN_LOOP = ("poisson", "gamma", "trace")
-BOOTSTRAP = 1000
 # Per-request columns a report.slo name bounds (its percentile becomes a per-request limit for goodput).
 REQUEST_LIMITS = {"ttft": "ttft_s", "tpot": "tpot_s", "e2e": "e2e_s"}
-
-
-def line_params(params_json: str) -> str:
-    """The params without the rate axes: what makes one line of points against rate."""
-    params = json.loads(params_json or "{}")
-    return json.dumps({k: v for k, v in params.items() if k not in RATE_AXES}, sort_keys=True)
 
 
 def request_goodput(trials: pd.DataFrame, requests: pd.DataFrame, slo: dict[str, float]) -> pd.Series:
@@ -90,22 +81,6 @@ def rate_points(trials: pd.DataFrame, requests: pd.DataFrame, slo: dict[str, flo
     return points.sort_values(["workload", "line", "arm_order", "order"]).drop(columns="order").reset_index(drop=True)
 
 
-def _crossing(xs: list[float], medians: list[dict[str, float]], slo: dict[str, float]) -> tuple[float, int]:
-    """(highest x meeting the SLO, index of the first point that misses; −1 when none misses). NaN when the
-    first point misses."""
-    for i, figures in enumerate(medians):
-        if all(figures[n] <= limit for n, limit in slo.items()):
-            continue
-        if i == 0:
-            return math.nan, 0
-        before = medians[i - 1]
-        x0, x1 = xs[i - 1], max(xs[i], xs[i - 1])
-        crossings = [interpolate_crossing(x0, before[n], x1, figures[n], limit)
-                     for n, limit in slo.items() if not figures[n] <= limit and not math.isnan(figures[n])]
-        return (min(crossings) if crossings else x0), i
-    return xs[-1], -1
-
-
 def highest_rates(points: pd.DataFrame, slo: dict[str, float], *, seed: int = 0) -> pd.DataFrame:
     """Per line and arm: the highest sustainable rate, its bootstrap interval and the bracket the grid gives."""
     rows = []
@@ -113,14 +88,8 @@ def highest_rates(points: pd.DataFrame, slo: dict[str, float], *, seed: int = 0)
     for (workload, line, arm), group in points.groupby(["workload", "line", "arm"], sort=False):
         xs = list(group.x)
         medians = [{n: float(np.nanmedian(s[n])) if len(s[n]) else math.nan for n in slo} for s in group.samples]
-        estimate, miss = _crossing(xs, medians, slo)
-        draws = []
-        for _ in range(BOOTSTRAP):
-            resampled = [{n: float(np.nanmedian(rng.choice(s[n], size=len(s[n])))) if len(s[n]) else math.nan
-                          for n in slo} for s in group.samples]
-            value, _ = _crossing(xs, resampled, slo)
-            draws.append(xs[0] if math.isnan(value) else value)  # "below the lowest rate" counts as that rate
-        lo, hi = np.percentile(draws, [2.5, 97.5])
+        estimate, miss = crossing(xs, medians, slo)
+        lo, hi = crossing_interval(xs, list(group.samples), slo, rng=rng)
         rates = [("inf→" if math.isinf(o) else "") + f"{x:.3g}" for o, x in zip(group.offered, xs)]
         if miss == 0:
             text = f"< {xs[0]:.3g} req/s (the lowest rate misses it)"
@@ -130,9 +99,21 @@ def highest_rates(points: pd.DataFrame, slo: dict[str, float], *, seed: int = 0)
             text = f"≈ {estimate:.3g} req/s [{lo:.3g}–{hi:.3g}] (between {xs[miss - 1]:.3g} and {xs[miss]:.3g})"
         rows.append({"workload": workload, "line": line, "arm": arm, "arm_order": group.arm_order.iloc[0],
                      "highest rate": estimate, "ci_lo": float(lo), "ci_hi": float(hi), "within the SLO": text,
+                     "bracket": bracket_text(xs, miss, (lo, hi)),
                      "repeats": int(group.n.min()), "measured rates (req/s)": ", ".join(rates),
                      "client behind at": ", ".join(r for r, b in zip(rates, group.client_behind) if b) or "–"})
     return pd.DataFrame(rows)
+
+
+def bracket_text(xs: list[float], miss: int, interval: tuple[float, float]) -> str:
+    """The measured rates around the crossing, their gap as a share of the lower one, and whether the repeats
+    resolve it (runner.measurement.rate_bracket: what the rate search stops on)."""
+    if miss <= 0:
+        return "–"
+    low, high = xs[miss - 1], xs[miss]
+    gap = (high - low) / low if low > 0 else math.nan
+    noise = ", within the repeats' noise" if within_noise(interval, low, high) else ""
+    return f"{low:.3g}–{high:.3g} req/s ({gap:.0%} wide{noise})"
 
 
 def _line_text(a, workload: str, line: str) -> str:
@@ -160,10 +141,13 @@ def rate_section(a) -> str:
         blocks.append(md_table(pd.DataFrame({
             "workload": best.workload, "params": [_line_text(a, w, l) for w, l in zip(best.workload, best.line)],
             "arm": best.arm, f"highest rate within the SLO ({a.settings.slo_text()})": best["within the SLO"],
-            "repeats": best.repeats, "measured": best["measured rates (req/s)"],
+            "bracket": best.bracket, "repeats": best.repeats, "measured": best["measured rates (req/s)"],
             "client behind at": best["client behind at"]})))
         blocks.append("Interpolated between the two measured rates around the crossing; [95 % interval]: a seeded "
-                      "bootstrap of the crossing over each rate's repeats. A narrower bracket needs rates between.")
+                      "bootstrap of the crossing over each rate's repeats. A narrower bracket needs rates between "
+                      "(sweep.adaptive=rate_search measures them until the bracket is within "
+                      "sweep.rate_search.precision, or within the repeats' noise: the interval is as wide as the "
+                      "bracket).")
     else:
         blocks.append("No `report.slo` target: set one (e.g. report.slo.ttft_p99_ms=500, or --slo ttft_p99_ms=500) "
                       "for each arm's highest sustainable rate.")

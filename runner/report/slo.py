@@ -14,7 +14,7 @@ import pandas as pd
 from runner.measurement.decision import Candidate, DecisionKind, decide
 from runner.measurement.stats import MIN_REPEATS, TIE_BAND, interpolate_crossing
 from runner.report.arms import CONCURRENCY, POINT_FIELDS
-from runner.report.settings import SLO_COLUMNS
+from runner.config.report import SLO_COLUMNS
 from runner.schema import TrialStatus
 
 PER_DEVICE = "tok_s_per_device"

@@ -70,3 +70,10 @@ def test_goodput_counts_requests_within_the_tightest_limit_per_figure():
 
 def test_lines_leave_the_rate_axes_out():
     assert line_params(json.dumps({"request_rate": 3, "input_len": 8, "time_scale": 0.5})) == '{"input_len": 8}'
+
+
+def test_the_bracket_is_named_with_its_width_and_whether_the_repeats_resolve_it():
+    best = highest_rates(rate_points(trials("off", {4: 80, 8: 160}), NO_REQUESTS, SLO), SLO).iloc[0]
+    assert best.bracket == "4–8 req/s (100% wide)"
+    noisy = highest_rates(rate_points(trials("off", {4: 95, 5: 105}, spread=30), NO_REQUESTS, SLO), SLO).iloc[0]
+    assert noisy.bracket == "4–5 req/s (25% wide, within the repeats' noise)"

@@ -1,4 +1,5 @@
-"""The report's settings: the `report` block of the run folder's persisted config.yaml, then CLI overrides.
+"""The report's settings: the `report` block of the run folder's persisted config.yaml, then CLI overrides. Part of
+the config, below plan and report: the sweep checks it before start, and a rate search targets its SLO.
 
     report: {enabled: true, tie_band: 0.02, slo: {ttft_p99_ms: 500, tpot_p50_ms: 50}, gpu_hour_usd: null}
 

@@ -1,0 +1,183 @@
+"""The highest rate each arm sustains within `report.slo` (`sweep.adaptive=rate_search`). Pure.
+
+1. saturation: every arm at `request_rate=inf` (everything at once), and any rates the workload gives: the
+   request throughput measured there bounds every sustainable rate.
+2. below saturation: per arm and workload point (a line), a low rate (`low_fraction` of its saturation throughput,
+   where requests rarely queue: the open-loop stand-in for a synchronous run) and `rates_per_stage` rates spaced
+   between it and saturation.
+3. then, per line, `rates_per_stage` rates inside its bracket [last rate meeting the SLO, first missing it],
+   until the bracket is within `precision` of its lower end or within the noise of the repeats (the crossing's
+   bootstrap interval as wide as the bracket: runner.measurement.rate_bracket), or `max_stages` ran.
+Each line gets only its own rates (an arm's bracket says nothing of another's), or with `shared_rates` every arm
+of a workload point gets the rates any of them asks for (comparable at every rate); rates are rounded to three
+significant digits, so a rate names one trial id however a stage reached it. The report's "Against offered
+rate" section reads the run as for any rate grid.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import replace
+from typing import Optional
+
+from runner.config.schema import ConfigError, RunConfig
+from runner.measurement.arrivals import Arrival, parse_rate
+from runner.measurement.rate_bracket import (Bracket, BracketState, RatePoint, bracket, line_params, rates_between,
+                                             round_rate)
+from runner.plan.grid import Plan, build_plan
+from runner.plan.stages import Stage, select
+from runner.schema import TrialStatus
+
+FIX_SLO = "report.slo.ttft_p99_ms=500"
+SATURATION = "inf"
+OPEN_ARRIVALS = (Arrival.POISSON, Arrival.GAMMA)
+
+Line = tuple[str, str, str]  # (engine_id, workload, params without the rate)
+
+
+def _report(config: RunConfig):
+    """The report's settings: its SLO is the search's target, its seed the crossing interval's."""
+    from runner.config.report import ReportSettingsError, parse_settings
+
+    try:
+        settings = parse_settings(config.report)
+    except ReportSettingsError as exc:
+        raise ConfigError(str(exc)) from None
+    if not settings.slo:
+        raise ConfigError(f"sweep.adaptive=rate_search searches the highest rate within a latency target; "
+                          f"report.slo sets none (fix: {FIX_SLO})")
+    return settings
+
+
+def _values(value) -> list:
+    if value is None:
+        return []
+    return list(value) if isinstance(value, (list, tuple)) else [value]
+
+
+def _given_rates(name: str, params: dict) -> list:
+    """The workload's own rates as written (their trial ids stay those of a plain sweep), checked."""
+    arrivals = _values(params.get("arrival", Arrival.CLOSED))
+    for arrival in arrivals:
+        if arrival not in OPEN_ARRIVALS:
+            raise ConfigError(f"sweep.adaptive=rate_search offers requests at a rate; workload {name} has "
+                              f"arrival={arrival!r} (fix: workload.{name}.arrival=poisson)")
+    given = _values(params.get("request_rate"))
+    for rate in given:
+        try:
+            value = parse_rate(rate)
+        except ValueError as exc:
+            raise ConfigError(f"workload.{name}: {exc} (fix: workload.{name}.request_rate=inf)") from None
+        if not value > 0:
+            raise ConfigError(f"workload.{name}.request_rate={rate!r} must be > 0 req/s or inf "
+                              f"(fix: workload.{name}.request_rate=inf)")
+    return given
+
+
+def _with_rates(config: RunConfig, extra: dict[str, set[float]]) -> RunConfig:
+    """The config whose workloads offer their given rates, saturation and `extra[workload]` (as an axis)."""
+    workloads = {}
+    for name, params in config.workload.items():
+        given = _given_rates(name, params)
+        known = {parse_rate(r) for r in given}
+        rates = given + ([] if math.inf in known else [SATURATION])
+        rates += sorted(r for r in extra.get(name, ()) if r not in known)
+        workloads[name] = {**params, "request_rate": rates}
+    return replace(config, workload=workloads)
+
+
+def _row_rate(row: dict) -> float:
+    return parse_rate(json.loads(row.get("workload_params_json") or "{}").get("request_rate"))
+
+
+def _line(row: dict) -> Line:
+    return row["engine_id"], row["workload"], line_params(row.get("workload_params_json"))
+
+
+def line_points(rows: list[dict], slo: dict[str, float]) -> dict[Line, list[RatePoint]]:
+    """Per line, one point per offered rate from its ok trials (the repeats' figures in ms)."""
+    from runner.config.report import SLO_COLUMNS
+
+    grouped: dict[Line, dict[float, list[dict]]] = {}
+    for row in rows:
+        if row.get("status") == TrialStatus.OK:
+            grouped.setdefault(_line(row), {}).setdefault(_row_rate(row), []).append(row)
+    lines = {}
+    for key, by_rate in grouped.items():
+        points = []
+        for rate, repeats in by_rate.items():
+            throughputs = sorted(_number(r.get("request_throughput_req_s")) for r in repeats)
+            x = throughputs[len(throughputs) // 2] if math.isinf(rate) else rate
+            samples = {name: tuple(_number(r.get(SLO_COLUMNS[name])) * 1000.0 for r in repeats) for name in slo}
+            points.append(RatePoint(offered=rate, x=x, samples=samples))
+        lines[key] = points
+    return lines
+
+
+def _number(value) -> float:
+    return math.nan if value is None else float(value)
+
+
+def next_rates(b: Bracket, *, precision: float, low_fraction: float, count: int) -> list[float]:
+    """The rates a line measures next (none: its search is done)."""
+    if b.state == BracketState.OPEN:
+        return rates_between(b.low.x, b.high.x, count=count)
+    if b.state != BracketState.LOWEST_MISSES or math.isnan(b.saturation_x):
+        return []
+    low = round_rate(low_fraction * b.saturation_x)
+    if not 0 < low < b.lowest.x * (1 - precision):
+        return []  # a rate at or near the low probe already missed: "below the lowest rate"
+    # Before the low rate is known to meet it, rates between it and saturation already narrow the bracket.
+    return [low, *rates_between(low, b.lowest.x, count=count)] if b.lowest.saturation else [low]
+
+
+def _shared(wanted: set[tuple[Line, float]], *, lines, tried: set) -> set[tuple[Line, float]]:
+    """Each rate wanted on a workload point, for every arm measured there (not those that ran it already)."""
+    rates: dict[tuple[str, str], set[float]] = {}
+    for (_, workload, params), rate in wanted:
+        rates.setdefault((workload, params), set()).add(rate)
+    return {(line, rate) for line in lines for rate in rates.get(line[1:], ()) if (line, rate) not in tried}
+
+
+class RateSearch:
+    def plannable(self, config: RunConfig) -> RunConfig:
+        _report(config)
+        if config.sweep.race:
+            raise ConfigError("sweep.adaptive=rate_search keeps every arm to find its own rate; a race eliminates "
+                              "arms (fix: sweep.race=false)")
+        if not config.workload:
+            raise ConfigError("the sweep names no workload (fix: workload=[decode])")
+        return _with_rates(config, {})
+
+    def stage(self, index: int, *, config: RunConfig, rows: list[dict]) -> Optional[Stage]:
+        if index == 0:
+            return Stage(name="saturation", plan=build_plan(self.plannable(config)),
+                         why="every arm at request_rate=inf (and the given rates): its throughput bounds every "
+                             "sustainable rate")
+        search = config.sweep.rate_search
+        if index >= search.max_stages:
+            return None
+        report = _report(config)
+        tried = {(_line(r), _row_rate(r)) for r in rows}
+        wanted: set[tuple[Line, float]] = set()
+        for line, points in line_points(rows, report.slo).items():
+            b = bracket(points, report.slo, precision=search.precision, seed=report.seed)
+            wanted |= {(line, r) for r in next_rates(b, precision=search.precision, low_fraction=search.low_fraction,
+                                                      count=search.rates_per_stage) if (line, r) not in tried}
+        if search.shared_rates:
+            wanted = _shared(wanted, lines=line_points(rows, report.slo), tried=tried)
+        if not wanted:
+            return None
+        extra: dict[str, set[float]] = {}
+        for (_, workload, _), rate in wanted:
+            extra.setdefault(workload, set()).add(rate)
+
+        def keep(trial, engine) -> bool:
+            line = (engine.engine_id, trial.workload, line_params(trial.params_json))
+            return (line, parse_rate(trial.params.get("request_rate"))) in wanted
+
+        plan: Plan = select(build_plan(_with_rates(config, extra)), keep)
+        lines = len({line for line, _ in wanted})
+        shown = ", ".join(f"{r:g}" for r in sorted({r for _, r in wanted}))
+        return Stage(name=f"rates-{index}", plan=plan,
+                     why=f"{len(wanted)} new (line, rate) pairs over {lines} arm line(s): {shown} req/s")

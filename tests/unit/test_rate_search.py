@@ -1,0 +1,216 @@
+"""The highest sustainable rate (sweep.adaptive=rate_search): each stage planned from hand-made rows of the ones
+before, on the rate-search study's CPU preset (no engine), and the bracket numerics under it."""
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from runner.config.schema import ConfigError
+from runner.config.store import load_config
+from runner.measurement.rate_bracket import (BracketState, RatePoint, bracket, line_params, rates_between,
+                                             round_rate)
+from runner.plan.rate_search import line_points
+from runner.plan.stages import adaptive_study
+
+# Per arm: the throughput saturation measures, and the rate where TTFT p99 reaches the preset's 50 ms target.
+CAPACITY = {"off": 300.0, "mtp": 240.0}
+LIMIT_MS = 50.0
+GPU = ["sweep.preset=null", "report.slo.ttft_p99_ms=500"]  # the file's own size, a target from the command line
+
+
+def _config(*overrides):
+    return load_config(["tracking=none", "sweep=rate_search", "sweep.preset=cpu", *overrides])
+
+
+def _ttft_s(load: float, repeat: int) -> float:
+    """A queue's TTFT: flat at 5 ms, rising past half the capacity; repeats 2 % apart."""
+    return (0.005 + 0.2 * max(0.0, load - 0.5) ** 2) * (1.0, 1.02, 0.98)[repeat]
+
+
+def _rows(stage, *, failed_rates=()) -> list[dict]:
+    engines = {e.engine_id: e.settings for e in stage.plan.engines}
+    rows = []
+    for t in stage.plan.trials:
+        capacity = CAPACITY[engines[t.engine_id].spec_method]
+        rate = float(t.params["request_rate"])
+        rows.append({"trial_id": t.trial_id, "engine_id": t.engine_id, "workload": t.workload,
+                     "workload_params_json": t.params_json, "repeat": t.repeat,
+                     "status": "failed" if rate in failed_rates else "ok",
+                     "ttft_p99_s": _ttft_s(min(rate / capacity, 1.5), t.repeat),
+                     "request_throughput_req_s": min(rate, capacity) * (1.0, 0.99, 1.01)[t.repeat]})
+    return rows
+
+
+def _rates(stage) -> dict[str, set[float]]:
+    engines = {e.engine_id: e.settings.spec_method for e in stage.plan.engines}
+    rates: dict[str, set[float]] = {}
+    for t in stage.plan.trials:
+        rates.setdefault(engines[t.engine_id], set()).add(float(t.params["request_rate"]))
+    return rates
+
+
+def _run(config, study, *, failed_rates=()) -> tuple[list, list[dict]]:
+    stages, rows = [], []
+    while (stage := study.stage(len(stages), config=config, rows=rows)) is not None:
+        stages.append(stage)
+        rows += _rows(stage, failed_rates=failed_rates)
+    return stages, rows
+
+
+def _brackets(config, rows):
+    slo = {"ttft_p99_ms": LIMIT_MS}
+    return {key[0]: bracket(points, slo, precision=config.sweep.rate_search.precision)
+            for key, points in line_points(rows, slo).items()}
+
+
+def test_saturation_first_then_each_arm_narrowed_to_its_own_crossing():
+    config = _config()
+    study = adaptive_study("rate_search")
+    stages, rows = _run(config, study)
+    assert stages[0].name == "saturation"
+    assert _rates(stages[0]) == {"off": {math.inf}, "mtp": {math.inf}}
+    assert len(stages[0].plan.trials) == 2 * 3  # two arms × three repeats
+    # Below saturation: a tenth of each arm's throughput and two rates between (the preset's rates_per_stage).
+    assert _rates(stages[1]) == {"off": {30.0, 64.6, 139.0}, "mtp": {24.0, 51.7, 111.0}}
+    assert 3 <= len(stages) <= config.sweep.rate_search.max_stages
+    ids = [t.trial_id for s in stages for t in s.plan.trials]
+    assert len(ids) == len(set(ids))  # no rate measured twice
+    engines = {e.engine_id: e.settings.spec_method for s in stages for e in s.plan.engines}
+    for engine_id, b in _brackets(config, rows).items():
+        arm = engines[engine_id]
+        crossing = CAPACITY[arm] * (0.5 + math.sqrt((LIMIT_MS / 1000 - 0.005) / 0.2))
+        assert b.state in (BracketState.PRECISE, BracketState.NOISE)
+        assert b.low.x <= crossing <= b.high.x, (arm, b.text())
+        assert b.high.x - b.low.x <= 0.1 * b.low.x
+
+
+def test_shared_rates_measure_every_arm_at_each_rate_any_arm_asks_for():
+    config = _config("sweep.rate_search.shared_rates=true")
+    study = adaptive_study("rate_search")
+    stages, rows = _run(config, study)
+    both = {30.0, 64.6, 139.0, 24.0, 51.7, 111.0}
+    assert _rates(stages[1]) == {"off": both, "mtp": both}
+    for stage in stages[2:]:
+        rates = _rates(stage)
+        assert rates["off"] == rates["mtp"]
+    for engine_id, b in _brackets(config, rows).items():
+        assert b.state in (BracketState.PRECISE, BracketState.NOISE)
+
+
+def test_a_stage_is_planned_the_same_from_the_same_rows():
+    config = _config()
+    study = adaptive_study("rate_search")
+    stages, rows = _run(config, study)
+    earlier = _rows(stages[0]) + _rows(stages[1])
+    again = study.stage(2, config=config, rows=earlier)
+    assert [t.trial_id for t in again.plan.trials] == [t.trial_id for t in stages[2].plan.trials]
+
+
+def _saturated():
+    """(config, study, the saturation stage's rows) of the CPU preset."""
+    config, study = _config(), adaptive_study("rate_search")
+    return config, study, _rows(study.stage(0, config=config, rows=[]))
+
+
+def test_saturation_within_the_target_ends_the_study():
+    config, study, rows = _saturated()
+    assert study.stage(1, config=config, rows=[dict(r, ttft_p99_s=0.010) for r in rows]) is None
+
+
+def test_a_low_rate_that_misses_ends_that_arm():
+    config, study, rows = _saturated()
+    rows += [dict(r, ttft_p99_s=1.0) for r in _rows(study.stage(1, config=config, rows=rows))]  # the low rate queues
+    assert study.stage(2, config=config, rows=rows) is None
+
+
+def test_rates_whose_trials_failed_are_not_proposed_again():
+    config = _config()
+    study = adaptive_study("rate_search")
+    stages, rows = _run(config, study, failed_rates={64.6, 51.7, 139.0, 111.0})
+    ids = [t.trial_id for s in stages for t in s.plan.trials]
+    assert len(ids) == len(set(ids)) and len(stages) <= config.sweep.rate_search.max_stages
+
+
+def test_given_rates_run_with_saturation_as_written():
+    config = _config(*GPU, "workload.decode.request_rate=[20,inf]")
+    study = adaptive_study("rate_search")
+    first = study.stage(0, config=config, rows=[])
+    assert {t.params["request_rate"] for t in first.plan.trials} == {20, math.inf}  # Hydra reads inf as a float
+    assert study.plannable(config).workload["decode"]["request_rate"] == [20, math.inf]
+    assert study.plannable(_config(*GPU)).workload["decode"]["request_rate"] == ["inf"]  # the file's bare inf
+
+
+def test_max_stages_bounds_the_search():
+    config = _config("sweep.preset=null", f"report.slo.ttft_p99_ms={LIMIT_MS}", "sweep.rate_search.max_stages=2")
+    stages, _ = _run(config, adaptive_study("rate_search"))
+    assert [s.name for s in stages] == ["saturation", "rates-1"]
+
+
+@pytest.mark.parametrize("overrides, words", [
+    (["sweep.adaptive=bogus"], "rate_search"),
+    (["sweep.preset=null"], "fix: report.slo.ttft_p99_ms=500"),
+    ([*GPU, "workload.decode.arrival=closed"], "fix: workload.decode.arrival=poisson"),
+    ([*GPU, "workload.decode.request_rate=[0,inf]"], "fix: workload.decode.request_rate=inf"),
+    ([*GPU, "workload.decode.request_rate=fast"], "fix: workload.decode.request_rate=inf"),
+    ([*GPU, "sweep.race=true"], "fix: sweep.race=false"),
+])
+def test_a_search_it_cannot_run_is_refused_naming_the_fix(overrides, words):
+    config = _config(*overrides)
+    with pytest.raises(ConfigError) as info:
+        adaptive_study(config.sweep.adaptive).plannable(config)
+    assert words in str(info.value)
+
+
+@pytest.mark.parametrize("override, fix", [
+    ("sweep.rate_search.precision=0", "sweep.rate_search.precision=0.1"),
+    ("sweep.rate_search.max_stages=1", "sweep.rate_search.max_stages=6"),
+    ("sweep.rate_search.rates_per_stage=0", "sweep.rate_search.rates_per_stage=1"),
+    ("sweep.rate_search.low_fraction=1.5", "sweep.rate_search.low_fraction=0.1"),
+])
+def test_bad_search_settings_are_refused_naming_the_override(override, fix):
+    with pytest.raises(ConfigError, match=f"fix: {fix}"):
+        _config("sweep.preset=null", override)  # the CPU preset sets rates_per_stage over the command line
+
+
+def _point(rate, *ms, x=None):
+    return RatePoint(offered=rate, x=rate if x is None else x, samples={"ttft_p99_ms": tuple(ms)})
+
+
+SLO = {"ttft_p99_ms": 50.0}
+
+
+def test_the_bracket_is_the_last_rate_within_the_target_and_the_first_past_it():
+    points = [_point(math.inf, 400, x=300), _point(100, 20), _point(30, 10), _point(200, 80)]
+    b = bracket(points, SLO, precision=0.1)
+    assert (b.state, b.low.offered, b.high.offered, b.saturation_x) == (BracketState.OPEN, 100, 200, 300)
+    assert bracket(points, SLO, precision=1.0).state == BracketState.PRECISE
+    assert bracket([_point(math.inf, 40, x=300), _point(30, 10)], SLO, precision=0.1).state == \
+        BracketState.SATURATION_MEETS
+    lowest = bracket([_point(math.inf, 400, x=300), _point(30, 60)], SLO, precision=0.1)
+    assert lowest.state == BracketState.LOWEST_MISSES and lowest.high.offered == 30
+    assert bracket([], SLO, precision=0.1).state == BracketState.NO_POINTS
+
+
+def test_a_bracket_the_repeats_cannot_resolve_is_within_the_noise():
+    # Each end's repeats straddle the target: resampled, the crossing lands anywhere in [100, 200] and beyond.
+    noisy = [_point(50, 10, 11, 12), _point(100, 35, 48, 65), _point(200, 41, 55, 70), _point(400, 90, 95, 99)]
+    b = bracket(noisy, SLO, precision=0.1)
+    assert b.state == BracketState.NOISE and b.interval[1] - b.interval[0] >= 100
+    clear = [_point(100, 30, 31, 32), _point(200, 70, 71, 72)]
+    assert bracket(clear, SLO, precision=0.1).state == BracketState.OPEN
+    # A missing end far past the target, however its repeats spread (saturation's queue), leaves it open.
+    queued = [_point(100, 30, 31, 32), _point(math.inf, 800, 1000, 4000, x=180)]
+    assert bracket(queued, SLO, precision=0.1).state == BracketState.OPEN
+
+
+def test_rates_between_are_geometric_and_rounded():
+    assert rates_between(30, 300, count=2) == [64.6, 139.0]
+    assert rates_between(100, 200, count=1) == [141.0]
+    assert rates_between(100, 100.01, count=1) == []  # rounding leaves nothing strictly between
+    assert rates_between(30, math.inf, count=1) == []
+    assert round_rate(1234.5) == 1230.0
+
+
+def test_a_line_is_the_params_without_the_rate():
+    assert line_params('{"request_rate": 3, "input_len": 8}') == '{"input_len": 8}'
