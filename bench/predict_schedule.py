@@ -120,9 +120,7 @@ def compare_in_one(run_dir: Path, *, max_num_seqs: int) -> None:
 def run(args, *, adaptive: bool, out: Path, name: str) -> float:
     words = [sys.executable, "-m", "runner", f"sweep={args.sweep}", "tracking=none", f"run={name}",
              f"output_root={out}"] + ([f"sweep.preset={args.preset}"] if args.preset else [])
-    # A preset's arms win over sweep.arms, so the grid's arms go into the preset where there is one.
-    arms_key = f"sweep.presets.{args.preset}.sweep.arms" if args.preset else "sweep.arms"
-    words += [] if adaptive else ["sweep.adaptive=null", f"{arms_key}={GRID_ARMS}"]
+    words += [] if adaptive else ["sweep.adaptive=null", f"sweep.arms={GRID_ARMS}"]
     started = time.perf_counter()
     subprocess.run(words, check=True, cwd=Path(__file__).resolve().parents[1])
     return time.perf_counter() - started

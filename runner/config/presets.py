@@ -3,6 +3,7 @@
 A preset holds config in the root's shape (`sweep: {grid: ...}`, `workload: {...}`,
 `engine: {...}`); lists replace lists. It lets one study file carry both its full
 size and a scaled-down size for the embedded model on CPU, chosen by one override.
+A key the command line sets keeps the command line's value where the preset sets it too.
 """
 from __future__ import annotations
 
@@ -33,4 +34,31 @@ def apply_preset(cfg: DictConfig) -> DictConfig:
         overlay["workload"] = {k: v for k, v in overlay["workload"].items() if k in selected}
     base = cfg.copy()
     OmegaConf.set_struct(base, False)  # a preset may set workload params the defaults leave out
-    return OmegaConf.merge(base, overlay)
+    merged = OmegaConf.merge(base, overlay)
+    for key in command_line_keys(cfg):
+        if _sets(overlay, key.split(".")):
+            OmegaConf.update(merged, key, OmegaConf.select(cfg, key), merge=False)
+    return merged
+
+
+def command_line_keys(cfg: DictConfig) -> list[str]:
+    """The config keys the command line set (group choices and deletions aside), from Hydra's record of it."""
+    task = OmegaConf.select(cfg, "hydra.overrides.task", default=None)
+    if not task:
+        return []
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parsed = OverridesParser.create().parse_overrides([str(o) for o in task])
+    return [o.key_or_group for o in parsed if not o.is_delete() and "." in o.key_or_group]
+
+
+def _sets(overlay, parts: list[str]) -> bool:
+    """The preset sets this key (or replaces a value above it)."""
+    node = overlay
+    for part in parts:
+        if not isinstance(node, dict):
+            return True
+        if part not in node:
+            return False
+        node = node[part]
+    return True

@@ -101,7 +101,8 @@ def compose(overrides: list[str]) -> DictConfig:
 
     try:
         with initialize_hydra(CONF_DIR):
-            return hydra_compose(config_name=CONFIG_NAME, overrides=list(overrides))
+            # With Hydra's own node: it records the command line, which a preset must not override.
+            return hydra_compose(config_name=CONFIG_NAME, overrides=list(overrides), return_hydra_config=True)
     except Exception as exc:
         raise invalid_overrides(overrides) from exc
 

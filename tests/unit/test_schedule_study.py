@@ -117,3 +117,10 @@ def test_a_study_it_cannot_run_is_refused_naming_the_fix(overrides, words):
 def test_auto_outside_a_study_names_both_fixes():
     error = plan_error(["sweep=draft_schedule", "sweep.preset=cpu", "sweep.adaptive=null"])
     assert "sweep.adaptive=predict_schedule" in error and "auto:<run folder>" in error
+
+
+def test_the_command_line_wins_over_a_preset():
+    """A preset scales a study down; a key the command line also sets keeps the command line's value."""
+    assert _config().sweep.grid.concurrency == [1, 2, 4]
+    assert _config("sweep.grid.concurrency=[1]").sweep.grid.concurrency == [1]
+    assert _config("engine.args.max_num_seqs=8").engine.args["max_num_seqs"] == 8
