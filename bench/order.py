@@ -80,7 +80,7 @@ def main() -> None:
 
     import ray
 
-    from runner.execution.scheduler import connect_ray
+    from runner.scheduling.cluster import connect_ray
 
     connect_ray(address=None)
     engine, actor = start_engine(ray, warmup="auto")

@@ -2,8 +2,6 @@
 from __future__ import annotations
 
 import dataclasses
-
-import os
 import signal
 import sys
 import time
@@ -14,7 +12,7 @@ from typing import Iterator, Optional
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from runner.config.schema import ClusterSection, ConfigError, EngineSection, ExecutionSection, RunConfig, SweepSection
+from runner.config.schema import ClusterSection, ConfigError, RunConfig, SweepSection
 from runner.config.store import CONF_DIR, run_job, typed
 from runner.measurement.records import RunKeys
 from runner.plan.grid import Plan, PlanError, build_plan
@@ -23,6 +21,7 @@ from runner.plan.stages import Stage, adaptive_study, run_stages
 from runner.plan.validate import capacity_warnings, engine_arg_spec, validate
 from runner.config.report import ReportSettingsError, parse_settings as parse_report_settings
 from runner.schema import TrialStatus
+from runner.scheduling.settings import ExecutionSettings
 
 
 def make_plan(config: RunConfig, *, check_engine_args: bool = True, warn=None) -> Plan:
@@ -48,39 +47,9 @@ def race_warnings(sweep: SweepSection) -> list[str]:
             f"{MIN_ROUNDS + 2})"]
 
 
-def describe_plan(plan: Plan, *, done: set[str], parallel: int) -> str:
-    from runner.plan.labels import plan_labels
-
-    labels = plan_labels(plan.engines)
-    lines = [f"plan: {len(plan.engines)} engine configs, {len(plan.trials)} trials "
-             f"({len(plan.trials) - len(done & {t.trial_id for t in plan.trials})} to run), "
-             f"{parallel} engine(s) at a time"]
-    for engine in plan.engines:
-        trials = plan.trials_of(engine.engine_id)
-        todo = sum(t.trial_id not in done for t in trials)
-        lines.append(f"  {engine.engine_id} {labels[engine.engine_id]}: {len(trials)} trials, {todo} to run")
-        for t in trials[:50]:
-            mark = "done" if t.trial_id in done else "todo"
-            lines.append(f"      [{mark}] {t.trial_id} {t.workload} c={t.concurrency} r={t.repeat} {t.params_json}")
-    return "\n".join(lines)
-
-
-def execution_env(engine: EngineSection) -> dict[str, str]:
-    # NVLink multicast stays off in every process (it can take a shared host's GPUs out of service).
-    env = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1",
-           "TOKENIZERS_PARALLELISM": "false"}
-    if engine.device == "cpu" and engine.cpu_kvcache_space_gib:
-        env["VLLM_CPU_KVCACHE_SPACE"] = str(engine.cpu_kvcache_space_gib)
-    for name in ("VLLM_USE_FLASHINFER_SAMPLER", "RUNNER_CACHE_DIR", "PYTHONPATH", "VLLM_CPU_OMP_THREADS_BIND",
-                 "NCCL_NVLS_ENABLE", "VLLM_LOGGING_LEVEL", "OMP_NUM_THREADS"):
-        if name in os.environ:
-            env[name] = os.environ[name]
-    return env
-
-
 def start_ray(cluster: ClusterSection, *, device: str):
     """Starts (or joins) Ray; returns what the cluster offers (device units, engines side by side)."""
-    from runner.execution.scheduler import cluster_capacity, connect_ray
+    from runner.scheduling.cluster import cluster_capacity, connect_ray
 
     connect_ray(address=cluster.address)
     return cluster_capacity(cluster=cluster, device=device)
@@ -88,7 +57,7 @@ def start_ray(cluster: ClusterSection, *, device: str):
 
 def _dry_run_capacity(cluster: ClusterSection, *, device: str):
     """The plan's capacity without starting Ray: local GPUs on cuda (None when joining a cluster)."""
-    from runner.execution.scheduler import cluster_capacity
+    from runner.scheduling.cluster import cluster_capacity
 
     if device != "cuda":
         return cluster_capacity(cluster=cluster, device=device, resources={})
@@ -119,7 +88,7 @@ def run_sweep(cfg: DictConfig, *, run_dir: Path, config: Optional[RunConfig] = N
     done = sink.finished_trial_ids(include_failed=not config.retry_failed)
     stages = run_stages(config=config, plan=plan, trial_rows=lambda: sink.rows["trials"])
     if config.dry_run:
-        from runner.execution.scheduler import describe_devices
+        from runner.scheduling.describe import describe_devices, describe_plan
 
         first = next(stages)
         if study:
@@ -193,15 +162,6 @@ def _prepare_builtin_model(model) -> None:
     print(f"model ready in {time.perf_counter() - started:.0f} s: {folder}", flush=True)
 
 
-def execution_options(execution: ExecutionSection, *, sweep: SweepSection) -> dict:
-    """The scheduler's residency, order, deadline and race settings (checked when the config was typed)."""
-    return {"engine_start": str(execution.engine_start), "warmup": str(execution.warmup),
-            "warmup_output_cap": execution.warmup_output_cap, "resident": str(execution.resident),
-            "deadline_s": execution.deadline_s, "order_seed": execution.order_seed,
-            "shutdown_timeout_s": float(execution.shutdown_timeout_s), "race": sweep.race,
-            "race_tie_band": float(sweep.race_tie_band)}
-
-
 def _to_run(stage: Stage, *, config: RunConfig, sink) -> tuple[set[str], list]:
     """(trial ids to skip, trials to run) of a stage, as the run folder stands now."""
     skip = sink.finished_trial_ids(include_failed=not config.retry_failed) | _skipped_ids(sink)
@@ -213,7 +173,7 @@ def _execute(*, stages: Iterator[Stage], base_plan: Plan, config: RunConfig, sin
     """Runs each stage's remaining trials (Ray starts with the first stage that has any; `planned` collects every
     stage's trial ids). A tracker of a sweep that completed goes into `export_later` (the caller exports after the
     report); one that was interrupted exports here, before the process ends."""
-    from runner.execution.scheduler import DeadlineReached, Interrupted
+    from runner.scheduling.stops import DeadlineReached, Interrupted
 
     # Signals arrive as KeyboardInterrupt from here on. (Ray in a side thread lost its GCS connection.)
     previous = {sig: signal.signal(sig, _raise_interrupt) for sig in (signal.SIGTERM, signal.SIGINT)}
@@ -262,7 +222,7 @@ def _execute(*, stages: Iterator[Stage], base_plan: Plan, config: RunConfig, sin
 class _Session:
     """What the stages of one command share: Ray, the tracker, the progress bar and the executor's settings."""
 
-    settings: object
+    settings: ExecutionSettings
     keys: RunKeys
     tracker: object
     progress: object
@@ -272,38 +232,28 @@ class _Session:
     def open(cls, *, config: RunConfig, run_dir: Path, plan: Plan, previous: dict) -> "_Session":
         from tqdm import tqdm
 
-        from runner.execution.scheduler import ExecutionSettings
         from runner.sinks.tracking import open_tracker
 
         device = config.engine.device
-        execution = config.execution
         if not config.cluster.address:
             _prepare_builtin_model(config.model)
         capacity = start_ray(config.cluster, device=device)
         for sig in previous:  # again: ray.init installs its own SIGTERM handler (which aborted the process)
             signal.signal(sig, _raise_interrupt)
-        settings = ExecutionSettings(device=device, max_parallel_engines=capacity.max_parallel_engines,
-                                     device_units=capacity.device_units,
-                                     cpus_per_engine=float(config.cluster.cpus_per_engine),
-                                     env=execution_env(config.engine),
-                                     trial_timeout_s=float(execution.trial_timeout_s),
-                                     start_timeout_s=float(execution.start_timeout_s),
-                                     max_trial_retries=execution.max_trial_retries,
-                                     slo=execution.slo.targets(),
-                                     cpu_kv_gib=float(config.engine.cpu_kvcache_space_gib or 1),
-                                     **execution_options(execution, sweep=config.sweep))
+        settings = ExecutionSettings.of(config, capacity=capacity)
         keys = RunKeys(sweep=plan.sweep, run_id=config.run)
         tracker = open_tracker(tracking=config.tracking, keys=keys, run_dir=run_dir, plan=plan)
         progress = tqdm(total=0, desc="trials", unit="trial", dynamic_ncols=True)
         return cls(settings=settings, keys=keys, tracker=tracker, progress=progress)
 
     def run(self, plan: Plan, *, config: RunConfig, sink, run_dir: Path, skip: set[str], todo: int) -> None:
-        from runner.execution.scheduler import Scheduler, describe_rounds
+        from runner.scheduling.describe import describe_rounds
+        from runner.scheduling.loop import Scheduler
 
         self.progress.total += todo
         self.progress.refresh()
-        print("\n".join(describe_rounds(plan, device=self.settings.device, resident=self.settings.resident,
-                                        lanes=self.settings.device_units)), flush=True)
+        print("\n".join(describe_rounds(plan, device=self.settings.device, resident=self.settings.resident)),
+              flush=True)
         scheduler = Scheduler(plan=plan, model_cfg=config.model, keys=self.keys, sink=sink, settings=self.settings,
                               log_dir=run_dir / "logs", on_trial=self.tracker.log_trial,
                               on_engine=self.tracker.log_engine, progress=self.progress,

@@ -11,13 +11,13 @@ import os
 import tempfile
 import time
 import traceback
-from dataclasses import dataclass, field
 from typing import Optional
 
-from runner.config.schema import ModelSection
+from runner.config.schema import EngineStart, ModelSection, Warmup
 from runner.execution.engine import EngineHost, host_class
 from runner.execution.failures import fault_point, parse_startup_failure
 from runner.execution.isolation import CounterWindow, GcPauses, ResetFailed, drain, quiet_heap, reset_prefix_cache
+from runner.execution.results import StartResult, TrialResult
 from runner.measurement import counters
 from runner.measurement.metrics import Slo
 from runner.measurement.records import RunKeys, failed_trial_row, request_rows, trial_row
@@ -33,26 +33,11 @@ KV_SAMPLE_EVERY_S = 0.2
 WARMUP_OUTPUT_CAP = 64
 
 
-@dataclass(kw_only=True)
-class StartResult:
-    ok: bool
-    columns: dict = field(default_factory=dict)
-    failure_kind: Optional[str] = None
-    failure_reason: Optional[str] = None
-    failure_numbers: dict = field(default_factory=dict)
-
-
-@dataclass(kw_only=True)
-class TrialResult:
-    trial: object
-    requests: list
-
-
 class EngineActor:
     """Wrapped by `ray.remote` in the scheduler (resources differ per device kind)."""
 
-    def __init__(self, *, env: dict[str, str], keys: RunKeys, slo: dict | None = None, warmup: str = "auto",
-                 warmup_output_cap: Optional[int] = WARMUP_OUTPUT_CAP, engine_start: str = "spawn"):
+    def __init__(self, *, env: dict[str, str], keys: RunKeys, slo: dict | None = None, warmup: Warmup = Warmup.AUTO,
+                 warmup_output_cap: Optional[int] = WARMUP_OUTPUT_CAP, engine_start: EngineStart = EngineStart.SPAWN):
         for name, value in env.items():  # None: unset what the node's environment may carry
             if value is None:
                 os.environ.pop(name, None)
@@ -62,14 +47,14 @@ class EngineActor:
         self.slo = Slo(**(slo or {}))
         self.host: Optional[EngineHost] = None
         self.engine: Optional[EngineConfig] = None
-        self.warmup = warmup
+        self.warmup = Warmup(warmup)
         self.warmup_output_cap = warmup_output_cap
         # (workload, params, concurrency, api) already run on this engine: their first-use costs are paid.
         self.warm_shapes: set[tuple] = set()
         self.warm_points: set[tuple] = set()  # light warm-up: workload points run once at one session
         self.warm_batches: set[tuple] = set()  # light warm-up: (workload, api, concurrency) given a short pass
         # How vLLM's engine-core process starts (runner/execution/engine_process.py); installed once, in prepare.
-        self.engine_start = engine_start
+        self.engine_start = EngineStart(engine_start)
         self.start_method = None
         # prepare() and start() are coroutines of one actor and interleave: a start called while the spare's
         # prepare still imports must wait for it (seen on the H200: a second thread importing vLLM beside the
@@ -160,7 +145,7 @@ class EngineActor:
         """Unmeasured runs the first time this engine sees a trial shape (compiles, kernel JITs, the n-gram
         proposer's first real request); their prompts differ from every measured repeat's. full: the shape once;
         light: the workload point once at one session, then a short pass per new concurrency."""
-        if self.warmup == "off":
+        if self.warmup is Warmup.OFF:
             return None
         shape = (trial.workload, trial.params_json, trial.concurrency, trial.api)
         if shape in self.warm_shapes:
@@ -170,7 +155,7 @@ class EngineActor:
         if getattr(params, "requests_per_session", 1) > 1:  # one request per session covers the batch's shapes
             params = dataclasses.replace(params, requests_per_session=1)
         started = time.perf_counter()
-        if self.warmup == "light":
+        if self.warmup is Warmup.LIGHT:
             point, batch = (trial.workload, trial.params_json, trial.api), (trial.workload, trial.api, trial.concurrency)
             if point not in self.warm_points:
                 await self._unmeasured(trial, workload, params.warmup_variant(), concurrency=1)
@@ -216,22 +201,20 @@ class EngineActor:
     async def prepare(self) -> dict:
         """Imports vLLM and torch and creates the device context before the engine loads (so that cost
         overlaps the previous engine's trials); returns the memory figures residency is planned from."""
-        from runner.config.schema import EngineStart
         from runner.execution.engine_process import begin_fork_server
 
         async with self._setup:
-            if EngineStart(self.engine_start) is EngineStart.FORKSERVER:
+            if self.engine_start is EngineStart.FORKSERVER:
                 begin_fork_server()  # its vLLM import runs beside this process's own
             await asyncio.to_thread(_import_engine_stack)
             await asyncio.to_thread(self._install_start_method)
         return memory_report()
 
     def _install_start_method(self) -> None:
-        from runner.config.schema import EngineStart
         from runner.execution.engine_process import use_start_method
 
         if self.start_method is None:
-            self.start_method = use_start_method(EngineStart(self.engine_start))
+            self.start_method = use_start_method(self.engine_start)
 
     async def sleep(self) -> float:
         """Level 1 (weights to host RAM, KV dropped); returns the seconds it took."""

@@ -12,9 +12,6 @@ from runner.plan import load_checks
 from runner.plan.grid import PlanError
 from runner.plan.spec_variants import check_spec_variants
 
-GRID_AXES = set(ENGINE_AXES) | set(TRIAL_AXES)
-
-
 def grid_values(sweep: SweepSection) -> dict[str, list]:
     """Each grid axis's values plus those the explicit arms (sweep.arms) name, for the per-value checks."""
     values = {axis: sweep.grid.values(axis) for axis in (*ENGINE_AXES, *TRIAL_AXES)}

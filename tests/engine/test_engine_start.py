@@ -55,7 +55,7 @@ def test_a_start_called_while_prepare_still_imports_forks_the_engine_core():
 
     from runner.config.schema import ModelSection, run_config
     from runner.execution.actor import EngineActor
-    from runner.execution.scheduler import connect_ray
+    from runner.scheduling.cluster import connect_ray
     from runner.measurement.records import RunKeys
     from runner.plan.grid import build_plan
 

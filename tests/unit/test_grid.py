@@ -71,13 +71,6 @@ def test_stable_hash_ignores_key_order():
     assert stable_hash({"a": 1, "b": 2}) == stable_hash({"b": 2, "a": 1})
 
 
-def test_cpu_slots_get_their_own_cores():
-    from runner.execution.scheduler import cpu_binding
-
-    assert [cpu_binding(slot=i, cores_per_engine=1, total_cores=2) for i in range(3)] == ["0", "1", "0"]
-    assert cpu_binding(slot=1, cores_per_engine=2, total_cores=8) == "2-3"
-
-
 def test_ids_come_from_an_explicit_identity_and_are_pinned():
     """Ids of earlier runs must not move (resume depends on them): a new EngineSettings column is not identity."""
     import dataclasses

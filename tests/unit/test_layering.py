@@ -1,7 +1,10 @@
 """Dependencies point one way (README, "Layout"): every import under runner/, top-level or inside a function.
 
 The rules, over `import` statements read with `ast` (no module is imported here):
-- models, plan, measurement, sinks and report never import runner.execution (actors, engines, the scheduler);
+- models, plan, measurement, sinks and report never import runner.execution (what runs inside the actor) nor
+  runner.scheduling (the driver);
+- runner.execution (the actor side) never imports runner.scheduling (the driver);
+- the driver's pure modules (PURE_DRIVER) import no Ray, not even inside a function;
 - plan (pure grid expansion and validation) also never imports runner.sinks or runner.report;
 - report (reports from persisted files only) also never imports runner.sinks, except the Parquet sink's read
   helpers (`from runner.sinks.parquet import has_table, read_frame, ...`; see READ_HELPERS);
@@ -19,12 +22,16 @@ import pytest
 RUNNER = Path(__file__).resolve().parents[2] / "runner"
 
 FORBIDDEN = {  # package under runner/ -> what nothing in it may import
-    "models": ("runner.execution", "runner.report", "runner.cli"),
-    "plan": ("runner.execution", "runner.sinks", "runner.report", "runner.cli"),
-    "measurement": ("runner.execution", "runner.report", "runner.cli"),
-    "sinks": ("runner.execution", "runner.report", "runner.cli"),
-    "report": ("runner.execution", "runner.sinks", "runner.cli"),
+    "models": ("runner.execution", "runner.scheduling", "runner.report", "runner.cli"),
+    "plan": ("runner.execution", "runner.scheduling", "runner.sinks", "runner.report", "runner.cli"),
+    "measurement": ("runner.execution", "runner.scheduling", "runner.report", "runner.cli"),
+    "sinks": ("runner.execution", "runner.scheduling", "runner.report", "runner.cli"),
+    "report": ("runner.execution", "runner.scheduling", "runner.sinks", "runner.cli"),
+    "execution": ("runner.scheduling", "runner.report", "runner.cli"),
+    "scheduling": ("runner.report", "runner.cli"),
 }
+# The driver's policies and descriptions: plain logic over the plan and the settings, testable without Ray.
+PURE_DRIVER = ("order", "residency", "stops", "device", "settings", "describe", "actor_spec", "race", "lane")
 # The one exception: the Parquet sink owns the on-disk layout (part files, then one compacted file per table),
 # so reading results back goes through its readers; nothing that writes may be imported.
 READ_HELPERS = {"table_path", "parts_dir", "part_files", "has_table", "read_table", "read_frame", "read_rows"}
@@ -69,7 +76,9 @@ def test_the_walker_sees_lazy_and_top_level_imports():
     """Guards the rules below against passing vacuously: known imports of both kinds are found."""
     assert any(t == "runner.models.source" for _, t, _ in imports("runner.execution.engine"))  # top level
     assert any(t == "runner.models.training" for _, t, _ in imports("runner.models.tiny"))  # inside a function
-    assert {"runner.models", "runner.plan", "runner.measurement", "runner.sinks", "runner.report"} <= set(MODULES)
+    assert {"runner.models", "runner.plan", "runner.measurement", "runner.sinks", "runner.report",
+            "runner.scheduling.loop"} <= set(MODULES)
+    assert any(t == "ray" for _, t, _ in imports("runner.scheduling.loop"))  # inside a function
 
 
 def allowed(package: str, prefix: str, target: str, imported: str | None) -> bool:
@@ -95,6 +104,18 @@ def test_layer_imports_nothing_above_it(package):
         if within(target, prefix) and not allowed(package, prefix, target, imported)
     ]
     assert not violations, "\n".join(violations)
+
+
+@pytest.mark.parametrize("module", PURE_DRIVER)
+def test_the_drivers_pure_modules_import_no_ray(module):
+    name = f"runner.scheduling.{module}"
+    assert name in MODULES
+    seen = [name]
+    for current in seen:  # what it imports from runner, transitively, must be free of Ray too
+        for line, target, _ in imports(current):
+            assert not within(target, "ray"), f"{MODULES[current].relative_to(RUNNER.parent)}:{line} imports {target}"
+            if target in MODULES and target not in seen and within(target, "runner.scheduling"):
+                seen.append(target)
 
 
 def test_only_the_entry_point_imports_the_cli():

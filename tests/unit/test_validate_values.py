@@ -50,7 +50,7 @@ def _plan(overrides, warnings=None):
 
 
 def test_engines_that_differ_only_in_an_engine_axis_are_labelled_apart():
-    from runner.cli import describe_plan
+    from runner.scheduling.describe import describe_plan
 
     plan = _plan(["sweep.grid.spec_method=[off]", "sweep.engine_axes={kv_cache_dtype:[auto,fp8]}"])
     text = describe_plan(plan, done=set(), parallel=1)

@@ -34,7 +34,7 @@ def trial_of(engine, shape: dict, repeat: int):
 def ray_cluster():
     import ray
 
-    from runner.execution.scheduler import connect_ray
+    from runner.scheduling.cluster import connect_ray
 
     connect_ray(address=None)
     yield ray

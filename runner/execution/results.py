@@ -1,0 +1,20 @@
+"""What the actor's calls return to the driver (typed: the driver reads fields, never guesses)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+
+@dataclass(kw_only=True)
+class StartResult:
+    ok: bool
+    columns: dict = field(default_factory=dict)
+    failure_kind: Optional[str] = None
+    failure_reason: Optional[str] = None
+    failure_numbers: dict = field(default_factory=dict)
+
+
+@dataclass(kw_only=True)
+class TrialResult:
+    trial: object  # runner.schema.TrialRecord
+    requests: list

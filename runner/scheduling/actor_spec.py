@@ -1,0 +1,44 @@
+"""What one engine actor is given (pure): its environment, its cores, its engine's arguments."""
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Optional
+
+from runner.execution.failures import FAULTS_ENV
+from runner.plan.grid import EngineConfig
+
+# Engine arguments that fix the KV size per engine; they win over the process-wide VLLM_CPU_KVCACHE_SPACE.
+PER_ENGINE_KV_ARGS = ("kv_cache_memory_bytes",)
+
+
+def engine_for_actor(engine: EngineConfig, *, sleep_mode: bool = False) -> EngineConfig:
+    """TP > 1 inside one actor needs vLLM's multiprocessing executor (Ray's would nest a second cluster);
+    a resident CUDA engine needs vLLM's sleep mode (its cumem allocator) from the start."""
+    args = dict(engine.engine_args)
+    if engine.settings.tensor_parallel_size > 1 and "distributed_executor_backend" not in args:
+        args["distributed_executor_backend"] = "mp"
+    if sleep_mode:
+        args.setdefault("enable_sleep_mode", True)
+    return engine if args == engine.engine_args else dataclasses.replace(engine, engine_args=args)
+
+
+def cpu_binding(*, slot: int, cores_per_engine: float, total_cores: int) -> str:
+    """vLLM's VLLM_CPU_OMP_THREADS_BIND for one CPU engine slot: its own run of cores, e.g. "2-3"."""
+    width = max(1, int(cores_per_engine))
+    first = (slot * width) % max(1, total_cores)
+    last = min(first + width, total_cores) - 1
+    return str(first) if first == last else f"{first}-{last}"
+
+
+def actor_env(*, base: dict, engine: EngineConfig, environ: Optional[dict] = None) -> dict:
+    """The actor's environment. None removes a variable the node may have set."""
+    environ = os.environ if environ is None else environ
+    env = dict(base)
+    if engine.settings.tensor_parallel_size > 1:
+        env.setdefault("VLLM_WORKER_MULTIPROC_METHOD", "spawn")
+    if any(name in engine.engine_args for name in PER_ENGINE_KV_ARGS):
+        env["VLLM_CPU_KVCACHE_SPACE"] = None  # vLLM's CPU platform would override the engine's own size
+    if FAULTS_ENV in environ:  # test hook, travels to remote nodes too
+        env[FAULTS_ENV] = environ[FAULTS_ENV]
+    return env

@@ -1,0 +1,75 @@
+"""The dry run's text and the run's opening lines: the plan, its lanes (the run's own assignment), its rounds."""
+from __future__ import annotations
+
+from typing import Optional
+
+from runner.config.schema import Residency
+from runner.plan.grid import EngineConfig, Plan
+from runner.scheduling.device import policy_for
+from runner.scheduling.order import assign_lanes, lane_count, lane_width
+from runner.scheduling.settings import Capacity
+
+
+def describe_plan(plan: Plan, *, done: set[str], parallel: int) -> str:
+    from runner.plan.labels import plan_labels
+
+    labels = plan_labels(plan.engines)
+    lines = [f"plan: {len(plan.engines)} engine configs, {len(plan.trials)} trials "
+             f"({len(plan.trials) - len(done & {t.trial_id for t in plan.trials})} to run), "
+             f"{parallel} engine(s) at a time"]
+    for engine in plan.engines:
+        trials = plan.trials_of(engine.engine_id)
+        todo = sum(t.trial_id not in done for t in trials)
+        lines.append(f"  {engine.engine_id} {labels[engine.engine_id]}: {len(trials)} trials, {todo} to run")
+        for t in trials[:50]:
+            mark = "done" if t.trial_id in done else "todo"
+            lines.append(f"      [{mark}] {t.trial_id} {t.workload} c={t.concurrency} r={t.repeat} {t.params_json}")
+    return "\n".join(lines)
+
+
+def describe_rounds(plan: Plan, *, device: str, resident: Residency) -> list[str]:
+    """The plan's lines about rounds and what switching engines costs."""
+    repeats = len({t.repeat for t in plan.trials})
+    engines = len(plan.engines)
+    if repeats <= 1 or engines <= 1:
+        return [f"rounds: {repeats}; engines load once each"]
+    if resident is Residency.OFF:
+        return [f"rounds: {repeats}, engines interleaved; resident engines off: every engine loads once per round "
+                f"({engines * repeats} loads instead of {engines}; execution.resident=auto keeps them loaded)"]
+    how = "asleep at level 1 between turns (sleep mode)" if policy_for(device).residents_sleep else \
+        "loaded, idle between turns"
+    return [f"rounds: {repeats}, engines interleaved and rotated per round, trials shuffled "
+            f"(execution.order_seed); engines stay resident where memory allows, {how}; "
+            f"where they do not fit, one load per engine per round"]
+
+
+def describe_devices(plan: Plan, *, device: str, capacity: Optional[Capacity], done: set[str]) -> list[str]:
+    """The plan's lines about devices: lanes, what one engine occupies, and each lane's engines as the run
+    assigns them."""
+    policy = policy_for(device)
+    tps = sorted({e.settings.tensor_parallel_size for e in plan.engines}) or [1]
+    if policy.gpus_per_tp_rank:
+        per = "one actor per GPU" if tps == [1] else f"one actor per TP group of {'/'.join(map(str, tps))} GPUs"
+        if capacity is None:
+            return [f"devices: cuda, {per}; as many engines side by side as the Ray cluster's GPUs allow "
+                    f"(known once Ray starts)"]
+        head = f"devices: {capacity.device_units} GPU(s), {per}"
+    else:
+        if capacity is None:
+            capacity = Capacity(device_units=1, max_parallel_engines=1)
+        head = f"devices: cpu, {capacity.device_units} engine slot(s) (cluster.cpu_engine_slots)"
+    lanes = lane_count(plan, policy=policy, units=capacity.device_units, max_parallel=capacity.max_parallel_engines)
+    lines = [f"{head}, at most {capacity.max_parallel_engines} engine(s) at a time: {lanes} lane(s) of "
+             f"{lane_width(plan, policy=policy)} unit(s), longest group first"]
+    for i, ids in enumerate(assign_lanes(plan, lanes=lanes, skip_trial_ids=done)):
+        lines.append(f"  lane {i}: {' -> '.join(ids) if ids else '(idle)'}")
+    return lines
+
+
+def engine_label(engine: EngineConfig, engines: Optional[list[EngineConfig]] = None) -> str:
+    """The engine's id and label; with the plan's engines, the label names each setting in which they differ
+    (runner.plan.labels), else every setting."""
+    from runner.plan.labels import full_label, plan_labels
+
+    label = plan_labels(engines).get(engine.engine_id) if engines else None
+    return f"{engine.engine_id} {label or full_label(engine.settings)}"

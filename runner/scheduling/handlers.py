@@ -1,0 +1,200 @@
+"""The lane state machine's answers: one handler per phase whose call returned, failed or timed out."""
+from __future__ import annotations
+
+import collections
+import json
+import time
+from dataclasses import dataclass
+from typing import Optional
+
+from runner.execution.results import StartResult, TrialResult
+from runner.plan.grid import EngineConfig
+from runner.schema import EngineStatus, Phase, engine_start_failure
+from runner.scheduling.lane import Lane, Resident
+from runner.scheduling.order import least_soon_needed
+from runner.scheduling.residency import MEMORY_FAILURES, MemoryReport, lane_residency
+from runner.scheduling.stops import may_retry
+from runner.scheduling.transitions import LaneSteps
+
+
+@dataclass(frozen=True, kw_only=True)
+class CallFailed:
+    """The call raised: the actor died (`actor_lost`), or the task itself raised in a live actor."""
+
+    error: str
+    actor_lost: bool
+
+
+class LaneMachine(LaneSteps):
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.restarts: collections.Counter = collections.Counter()
+        self.handlers = {Phase.PREPARE: self.on_prepared, Phase.START: self.on_started,
+                         Phase.PRELOAD: self.on_preloaded, Phase.WAKE: self.on_woken, Phase.SLEEP: self.on_slept,
+                         Phase.TRIAL: self.on_trial}
+
+    def handle(self, lane: Lane) -> None:
+        """The lane's call has answered: its span goes on the timeline, then its phase's handler runs."""
+        import ray
+        from ray.exceptions import RayActorError, RayTaskError
+
+        try:
+            result = ray.get(lane.ref)
+        except (RayActorError, RayTaskError) as exc:
+            self.failed(lane, CallFailed(error=f"{type(exc).__name__}: {exc}",
+                                         actor_lost=isinstance(exc, RayActorError) or not isinstance(exc, RayTaskError)))
+            return
+        ok, load_s = True, None
+        if isinstance(result, StartResult):
+            ok, load_s = result.ok, (result.columns.get("load_s") if lane.phase is Phase.START else None)
+        self.end_span(lane, ok=ok, load_s=load_s)
+        self.handlers[lane.phase](lane, result)
+
+    def end_span(self, lane: Lane, *, ok: bool, load_s: Optional[float] = None) -> None:
+        """The lane's call in flight has ended: its span goes on the timeline."""
+        call = lane.call
+        if call is None:
+            return
+        trial = lane.trial if call.phase is Phase.TRIAL else None
+        self.recorder.span(lane=lane.index, phase=call.phase,
+                           engine_id=lane.current.engine.engine_id if lane.current is not None else None,
+                           trial_id=trial.trial_id if trial else None, round=lane.round,
+                           started_at=call.started_epoch, duration_s=time.monotonic() - call.started, ok=ok,
+                           load_s=load_s)
+
+    # ---- answers ----
+    def on_prepared(self, lane: Lane, report: dict) -> None:
+        """The lane's first actor reported its node's memory: the residency plan, then the load."""
+        memory = MemoryReport.of(report)
+        engines = [self.plan.engine(i) for i in dict.fromkeys(st.engine_id for st in lane.steps)]
+        engines = list({e.engine_id: e for e in engines + [lane.current.engine]}.values())
+        lane.max_resident = lane_residency(policy=self.policy, budgets=[e.settings.gpu_memory_utilization for e in engines],
+                                           any_resident=any(self.resident_mode(e) for e in engines), report=memory,
+                                           cpu_kv_gib=self.settings.cpu_kv_gib)
+        self.host_gib = memory.host_available_gib or float("inf")
+        lane.planned = True
+        self.start_engine(lane)
+
+    def on_started(self, lane: Lane, result: StartResult) -> None:
+        engine, actor = lane.current.engine, lane.current.actor
+        log_file = self.pool.save_log(engine, actor)
+        if result.ok:
+            lane.current.weights_gib = float(result.columns.get("weights_gib") or 0.0)
+            self.recorder.engine_started(engine, columns=result.columns, log_file=log_file, device=self.policy.name)
+            self.after_load(lane)
+            return
+        self.pool.kill(actor, graceful=False)
+        others = [r for r in lane.residents.values() if r.engine.engine_id != engine.engine_id]
+        if result.failure_kind in MEMORY_FAILURES and others:
+            # The residency plan was too generous: one fewer stays from now on, and this engine loads again.
+            self.evict(lane, least_soon_needed(others, lane.steps), graceful=False)
+            lane.max_resident = max(1, len(lane.residents) + 1)
+            lane.current = Resident(engine=engine, actor=self.new_actor(lane, engine))
+            self.start_engine(lane)
+            return
+        self.fail_engine(lane, engine, kind=result.failure_kind, reason=result.failure_reason, log_file=log_file,
+                         failure_numbers_json=json.dumps(result.failure_numbers))
+        lane.idle(drop_engine=True)
+
+    def on_preloaded(self, lane: Lane, result: Optional[StartResult], *, error: Optional[str] = None) -> None:
+        preload = lane.preloading.pop(lane.preload_id)
+        engine, actor = preload.resident.engine, preload.resident.actor
+        if error is None and result.ok:
+            self.recorder.span(lane=lane.index, phase=Phase.START, engine_id=engine.engine_id,
+                               started_at=preload.began, duration_s=time.time() - preload.began,
+                               load_s=result.columns.get("load_s"))
+            lane.residents[engine.engine_id] = preload.resident
+            self.recorder.engine_started(engine, columns=result.columns, log_file=self.pool.save_log(engine, actor),
+                                         device=self.policy.name)
+        else:
+            log_file = self.pool.save_log(engine, actor)
+            self.pool.kill(actor, graceful=False)
+            if error is not None:
+                self.fail_engine(lane, engine, kind="actor_died_during_start", reason=error[:600], current=False)
+            else:
+                self.fail_engine(lane, engine, kind=result.failure_kind, reason=result.failure_reason,
+                                 log_file=log_file, failure_numbers_json=json.dumps(result.failure_numbers),
+                                 current=False)
+        self.after_load(lane)
+
+    def on_woken(self, lane: Lane, _seconds: float) -> None:
+        lane.current.asleep = False
+        self.next_trial(lane)
+
+    def on_slept(self, lane: Lane, _seconds: float) -> None:
+        lane.idle(drop_engine=True)
+
+    def on_trial(self, lane: Lane, result: TrialResult) -> None:
+        self.recorder.trial(result.trial, result.requests, trial=lane.trial)
+        self.next_trial(lane)
+
+    # ---- failures ----
+    def failed(self, lane: Lane, failure: CallFailed) -> None:
+        self.end_span(lane, ok=False)
+        if lane.phase is Phase.PRELOAD:
+            self.on_preloaded(lane, None, error=failure.error)
+        elif not failure.actor_lost and lane.phase is Phase.TRIAL:
+            self.recorder.trial_failed(lane.current.engine, lane.trial, kind="trial_error",
+                                       reason=failure.error[-600:])
+            self.next_trial(lane)
+        else:
+            self.on_actor_lost(lane, failure.error)
+
+    def on_actor_lost(self, lane: Lane, error: str) -> None:
+        """The actor died (killed, segfault, device error): its engine reloads on a fresh actor, the trial retries."""
+        engine = lane.current.engine
+        self.pool.kill(lane.current.actor, graceful=False)
+        lane.residents.pop(engine.engine_id, None)
+        self.restarts[engine.engine_id] += 1
+        if lane.phase in (Phase.PREPARE, Phase.START):
+            self.fail_engine(lane, engine, kind="actor_died_during_start", reason=error[:600])
+            lane.idle(drop_engine=True)
+            return
+        if lane.phase is Phase.TRIAL and lane.trial is not None:
+            trial = lane.trial
+            if may_retry(attempts=self.recorder.attempts.get(trial.trial_id, 1),
+                         max_retries=self.settings.max_trial_retries):
+                lane.trials.appendleft(trial)
+            else:
+                self.recorder.trial_failed(engine, trial, kind="actor_died", reason=error[:600])
+        self.reload_or_idle(lane, engine)
+
+    def on_timeout(self, lane: Lane) -> None:
+        self.end_span(lane, ok=False)
+        if lane.phase is Phase.PRELOAD:
+            self.on_preloaded(lane, None, error=f"engine did not start within {self.settings.start_timeout_s} s")
+            return
+        current = lane.current
+        self.pool.save_log(current.engine, current.actor)
+        self.pool.kill(current.actor, graceful=False)
+        lane.residents.pop(current.engine.engine_id, None)
+        self.restarts[current.engine.engine_id] += 1
+        if lane.phase is Phase.TRIAL:
+            self.recorder.trial_failed(current.engine, lane.trial, kind="timeout",
+                                       reason=f"trial exceeded execution.trial_timeout_s={self.settings.trial_timeout_s}")
+            self.reload_or_idle(lane, current.engine)
+            return
+        self.fail_engine(lane, current.engine, kind="start_timeout",
+                         reason=f"engine did not start within {self.settings.start_timeout_s} s")
+        lane.idle(drop_engine=True)
+
+    def reload_or_idle(self, lane: Lane, engine: EngineConfig) -> None:
+        """After a lost actor: the step's trials left go on a fresh load of the same engine."""
+        lane.idle(drop_engine=True)
+        if lane.trials:
+            self.enter_engine(lane, engine)
+
+    def fail_engine(self, lane: Lane, engine: EngineConfig, *, kind: str, reason: str, current: bool = True,
+                    **columns) -> None:
+        """A failed start is a result: one failed engine row, and each of its trials left failed with the reason.
+        `current`: the lane's own engine (its step's trials fail too), else one that was loading beside it."""
+        self.recorder.write_engine(self.recorder.engine_record(engine, status=EngineStatus.FAILED, failure_kind=kind,
+                                                               failure_reason=reason, started_at=time.time(),
+                                                               **columns))
+        trials = list(lane.trials) if current else []
+        if current:
+            lane.trials.clear()
+        trials += [t for step in lane.steps if step.engine_id == engine.engine_id for t in step.trials]
+        for trial in trials:  # its later rounds cannot run either
+            self.recorder.trial_failed(engine, trial, kind=engine_start_failure(kind), reason=reason)
+        lane.steps = collections.deque(st for st in lane.steps if st.engine_id != engine.engine_id)

@@ -1,0 +1,92 @@
+"""The driver's loop: each lane's one call in flight, `ray.wait` for the next answer, its handler, repeat.
+
+Only the driver writes files, so a multi-node cluster needs no shared filesystem; every finished trial is
+written before the next one on its engine starts.
+"""
+from __future__ import annotations
+
+import collections
+import time
+from pathlib import Path
+from typing import Callable, Optional
+
+from runner.measurement.records import RunKeys
+from runner.plan.grid import Plan
+from runner.scheduling.actors import ActorPool
+from runner.scheduling.cluster import LaneBundles
+from runner.scheduling.handlers import LaneMachine
+from runner.scheduling.lane import Lane
+from runner.scheduling.order import lane_steps, lane_width
+from runner.scheduling.race import Race
+from runner.scheduling.recorder import Recorder, ResultSink
+from runner.scheduling.settings import ExecutionSettings
+from runner.scheduling.stops import Deadline, DeadlineReached, Interrupted
+
+
+class Scheduler:
+    def __init__(self, *, plan: Plan, model_cfg, keys: RunKeys, sink: ResultSink, settings: ExecutionSettings,
+                 log_dir: Path, on_trial: Optional[Callable] = None, on_engine: Optional[Callable] = None,
+                 progress=None, launched_at: Optional[float] = None):
+        self.settings = settings
+        self.pool = ActorPool(settings=settings, keys=keys, log_dir=log_dir)
+        race = Race(plan=plan, enabled=settings.race, tie_band=settings.race_tie_band, seed=settings.order_seed)
+        self.recorder = Recorder(keys=keys, sink=sink, race=race, on_trial=on_trial, on_engine=on_engine,
+                                 progress=progress, launched_at=launched_at)
+        self.machine = LaneMachine(plan=plan, model_cfg=model_cfg, settings=settings, pool=self.pool,
+                                   recorder=self.recorder, race=race, deadline=Deadline(deadline_s=settings.deadline_s),
+                                   progress=progress)
+        self.bundles = LaneBundles()
+
+    def run(self, *, skip_trial_ids: set[str]) -> None:
+        import ray
+
+        machine = self.machine
+        machine.deadline.t0 = time.monotonic()
+        machine.lanes = self.make_lanes(skip_trial_ids)
+        try:
+            live = [lane for lane in machine.lanes if machine.begin_step(lane)]
+            while live:
+                refs = [lane.ref for lane in live if lane.ref is not None]
+                ready, _ = ray.wait(refs, num_returns=1, timeout=1.0) if refs else ([], [])
+                for lane in list(live):
+                    if lane.ref is not None and lane.ref in ready:
+                        machine.handle(lane)
+                    elif lane.overdue():
+                        machine.on_timeout(lane)
+                    if lane.ref is None and not machine.begin_step(lane):
+                        live.remove(lane)
+                self.pool.reap()
+            self.pool.reap(wait=True)
+        except KeyboardInterrupt:
+            self.abandon()
+            raise Interrupted() from None
+        except DeadlineReached:
+            self.abandon()
+            raise
+        finally:
+            self.bundles.release()
+
+    def make_lanes(self, skip_trial_ids: set[str]) -> list[Lane]:
+        s, plan = self.settings, self.machine.plan
+        per_lane = lane_steps(plan, policy=s.policy, units=s.device_units, max_parallel=s.max_parallel_engines,
+                              seed=s.order_seed, skip_trial_ids=skip_trial_ids)
+        lanes = [Lane(index=i, steps=collections.deque(steps)) for i, steps in enumerate(per_lane) if steps]
+        width = lane_width(plan, policy=s.policy)
+        if s.policy.uses_placement_group and lanes and width <= s.device_units:
+            bundles = self.bundles.reserve(lanes=len(lanes), width=width, timeout_s=s.start_timeout_s)
+            for lane, bundle in zip(lanes, bundles):
+                lane.bundle = bundle
+        return lanes
+
+    def abandon(self) -> None:
+        """Stop in seconds: the trial in flight is dropped (it reruns on resume), every engine is killed."""
+        actors = []
+        for lane in self.machine.lanes:
+            actors += [r.actor for r in lane.residents.values()]
+            actors += [lane.current.actor] if lane.current is not None else []
+            actors += [lane.spare] if lane.spare is not None else []
+            actors += [p.resident.actor for p in lane.preloading.values()]
+            lane.preloading.clear()
+            lane.residents.clear()
+            lane.current = lane.spare = lane.spare_ready = None
+        self.pool.abandon(actors)

@@ -1,0 +1,236 @@
+"""A lane's way through its steps: take a step, enter its engine (wake, load, preload), run its trials, leave."""
+from __future__ import annotations
+
+import collections
+import os
+import time
+from typing import Optional
+
+from runner.plan.grid import EngineConfig, Plan
+from runner.schema import RACE_ELIMINATED, Phase, TrialStatus
+from runner.scheduling.actor_spec import engine_for_actor
+from runner.scheduling.actors import ActorPool
+from runner.scheduling.lane import Lane, Preload, Resident
+from runner.scheduling.order import least_soon_needed
+from runner.scheduling.race import Race
+from runner.scheduling.recorder import Recorder
+from runner.scheduling.residency import host_allows, parallel_cpu_loads
+from runner.scheduling.settings import ExecutionSettings
+from runner.scheduling.stops import Deadline, back_before_deadline, load_estimate, trial_estimate
+
+
+class LaneSteps:
+    def __init__(self, *, plan: Plan, model_cfg, settings: ExecutionSettings, pool: ActorPool, recorder: Recorder,
+                 race: Race, deadline: Deadline, progress=None):
+        self.plan, self.model_cfg, self.settings = plan, model_cfg, settings
+        self.policy = settings.policy
+        self.pool, self.recorder, self.race, self.deadline, self.progress = pool, recorder, race, deadline, progress
+        self.lanes: list[Lane] = []
+        self.host_gib = float("inf")  # the node's free RAM, once a lane's first actor reported it
+
+    # ---- calls ----
+    def call(self, lane: Lane, phase: Phase, ref, timeout_s: float) -> None:
+        self.recorder.call_going_out()
+        lane.go(phase, ref, timeout_s)
+
+    def new_actor(self, lane: Lane, engine: EngineConfig):
+        return self.pool.new(engine, lane=lane.index, lanes=len(self.lanes), bundle=lane.bundle)
+
+    def take_spare_or_new(self, lane: Lane, engine: EngineConfig):
+        actor = lane.spare if lane.spare is not None else self.new_actor(lane, engine)
+        lane.spare = lane.spare_ready = None
+        return actor
+
+    def resident_mode(self, engine: EngineConfig) -> bool:
+        return self.policy.may_stay_resident(engine, self.settings.resident)
+
+    def check_deadline(self, *, what: str, estimate_s: Optional[float], in_hand: int = 0) -> None:
+        self.deadline.check(what=what, estimate_s=estimate_s,
+                            todo=lambda: sum(lane.trials_left() for lane in self.lanes) + in_hand)
+
+    # ---- steps ----
+    def begin_step(self, lane: Lane) -> bool:
+        """Takes the lane's next (round, engine) step; returns False when the lane is done."""
+        while lane.steps:
+            step = lane.steps.popleft()
+            if step.round != lane.round:
+                if lane.round >= 0:
+                    self.race.after_round(lane.round)
+                lane.round = step.round
+            engine = self.plan.engine(step.engine_id)
+            trials = collections.deque()
+            for trial in step.trials:
+                reason = self.race.elimination(trial)
+                if reason is not None:
+                    self.recorder.trial_failed(engine, trial, kind=RACE_ELIMINATED, reason=reason,
+                                               status=TrialStatus.SKIPPED)
+                else:
+                    trials.append(trial)
+            if not trials:
+                continue
+            lane.trials = trials
+            self.enter_engine(lane, engine)
+            return True
+        for resident in list(lane.residents.values()):
+            self.evict(lane, resident)
+        if lane.spare is not None:
+            self.pool.kill(lane.spare, graceful=False)
+            lane.spare = lane.spare_ready = None
+        return False
+
+    def evict(self, lane: Lane, resident: Resident, *, graceful: bool = True) -> None:
+        lane.residents.pop(resident.engine.engine_id, None)
+        if graceful:
+            self.pool.retire(resident.engine, resident.actor)
+        else:
+            self.pool.kill(resident.actor, graceful=False)
+
+    def enter_engine(self, lane: Lane, engine: EngineConfig) -> None:
+        if lane.preloading:  # engines still loading beside a failed one: they come in first
+            lane.entering = engine
+            self.after_load(lane)
+            return
+        resident = lane.residents.get(engine.engine_id)
+        if resident is not None:
+            lane.current = resident
+            if resident.asleep:
+                self.pool.free_device()
+                self.call(lane, Phase.WAKE, resident.actor.wake_up.remote(), self.settings.start_timeout_s)
+                return
+            self.next_trial(lane)
+            return
+        while len(lane.residents) >= lane.max_resident and lane.residents:  # room first: the least soon needed goes
+            self.evict(lane, least_soon_needed(list(lane.residents.values()), lane.steps))
+        self.check_deadline(what=f"loading {engine.engine_id}",
+                            estimate_s=load_estimate(self.recorder.loads, engine_id=engine.engine_id))
+        self.pool.free_device()
+        lane.current = Resident(engine=engine, actor=self.take_spare_or_new(lane, engine))
+        if not lane.planned:
+            self.call(lane, Phase.PREPARE, lane.current.actor.prepare.remote(), self.settings.start_timeout_s)
+            return
+        self.start_engine(lane)
+
+    def start_engine(self, lane: Lane) -> None:
+        engine = lane.current.engine
+        sleepy = self.policy.residents_sleep and lane.max_resident > 1
+        ref = lane.current.actor.start.remote(engine=engine_for_actor(engine, sleep_mode=sleepy), model=self.model_cfg)
+        self.call(lane, Phase.START, ref, self.settings.start_timeout_s)
+        if self.policy.preloads_beside:
+            self.preload(lane)
+        if not self.policy.spare_during_trials:
+            self.start_spare(lane)
+
+    def preload(self, lane: Lane) -> None:
+        """Engines resident: the lane's next engines load now, beside this one (loads overlap loads; no trial
+        starts until every one of them is in), so later turns switch without a load."""
+        if lane.max_resident <= 1 or not self.resident_mode(lane.current.engine):
+            return
+        current = lane.current.engine.engine_id
+        room = min(lane.max_resident - 1 - len([e for e in lane.residents if e != current]),
+                   parallel_cpu_loads(cores=os.cpu_count() or 1, cpus_per_engine=self.settings.cpus_per_engine,
+                                      lanes=len(self.lanes)) - 1)
+        for step in lane.steps:
+            if room <= len(lane.preloading):
+                return
+            engine_id = step.engine_id
+            if engine_id == current or engine_id in lane.residents or engine_id in lane.preloading:
+                continue
+            engine = self.plan.engine(engine_id)
+            actor = self.take_spare_or_new(lane, engine)
+            lane.preloading[engine_id] = Preload(resident=Resident(engine=engine, actor=actor), began=time.time(),
+                                                 ref=actor.start.remote(engine=engine_for_actor(engine),
+                                                                        model=self.model_cfg))
+
+    def after_load(self, lane: Lane) -> None:
+        """Trials start once the engines loading beside this one are in (their loads would slow the trials)."""
+        if lane.preloading:
+            lane.preload_id, preload = next(iter(lane.preloading.items()))
+            self.call(lane, Phase.PRELOAD, preload.ref, self.settings.start_timeout_s)
+            return
+        if lane.current is None:
+            engine, lane.entering = lane.entering, None
+            lane.idle()
+            if engine is not None:
+                self.enter_engine(lane, engine)
+            return
+        self.next_trial(lane)
+
+    def next_trial(self, lane: Lane) -> None:
+        if not lane.trials:
+            self.end_step(lane)
+            return
+        if self.policy.quiet_trials:
+            if self.pool.dying:
+                self.pool.reap(wait=True)  # an engine shutting down would take cores from the trial
+            if lane.spare_ready is not None:
+                self.await_spare(lane)  # so would the next engine's imports
+        trial = lane.trials[0]
+        engine = lane.current.engine
+        self.check_deadline(what=f"trial {trial.trial_id}", in_hand=1, estimate_s=trial_estimate(
+            self.recorder.durations, engine_id=engine.engine_id, workload=trial.workload))
+        lane.trials.popleft()
+        lane.trial = trial
+        attempt = self.recorder.next_attempt(trial)
+        self.call(lane, Phase.TRIAL, lane.current.actor.run_trial.remote(trial=trial, attempt=attempt),
+                  self.settings.trial_timeout_s)
+        if self.policy.spare_during_trials:
+            self.start_spare(lane)
+        if self.progress is not None:
+            from runner.scheduling.describe import engine_label
+
+            self.progress.set_postfix_str(f"r{trial.repeat} {engine_label(engine, self.plan.engines)}", refresh=True)
+
+    def start_spare(self, lane: Lane) -> None:
+        """The next engine's process and imports start ahead: on CUDA while this engine runs trials; on CPU
+        while this engine loads (during trials the imports would take cores from the trial being measured)."""
+        if lane.spare is not None or lane.current is None:
+            return
+        nxt = lane.next_other_engine()
+        if nxt is None or nxt in lane.residents:
+            return
+        if self.policy.spare_needs_share and lane.max_resident <= 1 and not self.resident_mode(lane.current.engine):
+            return  # a whole-GPU (or TP) bundle has no fraction to spare
+        lane.spare = self.new_actor(lane, self.plan.engine(nxt))
+        lane.spare_ready = lane.spare.prepare.remote()
+
+    def await_spare(self, lane: Lane) -> None:
+        """Blocks until the spare's imports are done (a failed prepare shows again when the spare starts); the
+        wait goes on the timeline as the next engine's `prepare`."""
+        import ray
+
+        started, started_epoch = time.monotonic(), time.time()
+        done, _ = ray.wait([lane.spare_ready], timeout=0)
+        if not done:
+            ray.wait([lane.spare_ready], timeout=self.settings.start_timeout_s)
+            self.recorder.span(lane=lane.index, phase=Phase.PREPARE, engine_id=lane.next_other_engine(),
+                               round=lane.round, started_at=started_epoch, duration_s=time.monotonic() - started,
+                               ok=True)
+        lane.spare_ready = None
+
+    def end_step(self, lane: Lane) -> None:
+        current = lane.current
+        engine_id = current.engine.engine_id
+        lane.idle(drop_engine=True)
+        if lane.steps and lane.steps[0].engine_id == engine_id:
+            lane.residents[engine_id] = current  # its own next turn comes next: it stays as it is
+            return
+        again = any(st.engine_id == engine_id for st in lane.steps)
+        if again and lane.max_resident > 1 and self.keeps(lane, current):
+            lane.residents[engine_id] = current
+            if self.policy.residents_sleep:
+                current.asleep = True
+                lane.current = current
+                self.call(lane, Phase.SLEEP, current.actor.sleep.remote(), self.settings.start_timeout_s)
+        elif not again and self.policy.keeps_finished_idle and self.resident_mode(current.engine) and \
+                len(lane.residents) < lane.max_resident and bool(lane.steps) and lane.steps[0].engine_id in lane.residents:
+            lane.residents[engine_id] = current  # its teardown would take cores from the next engine's trials
+        else:
+            lane.residents.pop(engine_id, None)
+            self.pool.retire(current.engine, current.actor)
+
+    def keeps(self, lane: Lane, resident: Resident) -> bool:
+        """Whether an engine with a later turn stays resident: room in host RAM, back before the deadline."""
+        held = sum(r.weights_gib for r in lane.residents.values() if r is not resident) + resident.weights_gib
+        return host_allows(policy=self.policy, held_gib=held, host_gib=self.host_gib) and back_before_deadline(
+            engine_id=resident.engine.engine_id, steps=lane.steps, left_s=self.deadline.left_s(),
+            loaded=set(lane.residents), loads=self.recorder.loads, durations=self.recorder.durations)
