@@ -41,8 +41,8 @@ class LaneMachine(LaneSteps):
         try:
             result = ray.get(lane.ref)
         except (RayActorError, RayTaskError) as exc:
-            self.failed(lane, CallFailed(error=f"{type(exc).__name__}: {exc}",
-                                         actor_lost=isinstance(exc, RayActorError) or not isinstance(exc, RayTaskError)))
+            lost = isinstance(exc, RayActorError) or not isinstance(exc, RayTaskError)
+            self.failed(lane, CallFailed(error=f"{type(exc).__name__}: {exc}", actor_lost=lost))
             return
         ok, load_s = True, None
         if isinstance(result, StartResult):
@@ -68,9 +68,9 @@ class LaneMachine(LaneSteps):
         memory = MemoryReport.of(report)
         engines = [self.plan.engine(i) for i in dict.fromkeys(st.engine_id for st in lane.steps)]
         engines = list({e.engine_id: e for e in engines + [lane.current.engine]}.values())
-        lane.max_resident = lane_residency(policy=self.policy, budgets=[e.settings.gpu_memory_utilization for e in engines],
-                                           any_resident=any(self.resident_mode(e) for e in engines), report=memory,
-                                           cpu_kv_gib=self.settings.cpu_kv_gib)
+        lane.max_resident = lane_residency(
+            policy=self.policy, budgets=[e.settings.gpu_memory_utilization for e in engines], report=memory,
+            any_resident=any(self.resident_mode(e) for e in engines), cpu_kv_gib=self.settings.cpu_kv_gib)
         self.host_gib = memory.host_available_gib or float("inf")
         lane.planned = True
         self.start_engine(lane)
@@ -170,8 +170,8 @@ class LaneMachine(LaneSteps):
         lane.residents.pop(current.engine.engine_id, None)
         self.restarts[current.engine.engine_id] += 1
         if lane.phase is Phase.TRIAL:
-            self.recorder.trial_failed(current.engine, lane.trial, kind="timeout",
-                                       reason=f"trial exceeded execution.trial_timeout_s={self.settings.trial_timeout_s}")
+            reason = f"trial exceeded execution.trial_timeout_s={self.settings.trial_timeout_s}"
+            self.recorder.trial_failed(current.engine, lane.trial, kind="timeout", reason=reason)
             self.reload_or_idle(lane, current.engine)
             return
         self.fail_engine(lane, current.engine, kind="start_timeout",

@@ -6,7 +6,7 @@ from typing import Optional
 
 from runner.scheduling.device import DevicePolicy
 
-ASLEEP_HELD_GIB = 1.8  # what a CUDA engine asleep at level 1 still holds (docs/benchmarks.md)
+ASLEEP_HELD_GIB = 1.8  # what a CUDA engine asleep at level 1 still holds (H200, vLLM 0.26, MiMo-7B-shaped)
 CONTEXT_GIB = 0.6      # one more process's CUDA context: the next engine's actor, started ahead
 CPU_ENGINE_BASE_GIB = 1.5  # a CPU engine's process, weights of a small model, runtime (beside its KV)
 HOST_SHARE_FOR_ASLEEP = 0.8  # of the node's available RAM, for the weights asleep engines keep there

@@ -222,7 +222,7 @@ class LaneSteps:
                 lane.current = current
                 self.call(lane, Phase.SLEEP, current.actor.sleep.remote(), self.settings.start_timeout_s)
         elif not again and self.policy.keeps_finished_idle and self.resident_mode(current.engine) and \
-                len(lane.residents) < lane.max_resident and bool(lane.steps) and lane.steps[0].engine_id in lane.residents:
+                len(lane.residents) < lane.max_resident and lane.steps and lane.steps[0].engine_id in lane.residents:
             lane.residents[engine_id] = current  # its teardown would take cores from the next engine's trials
         else:
             lane.residents.pop(engine_id, None)

@@ -1,5 +1,5 @@
 """Reports over hand-made Parquet results whose right answers are known (tests/support/results.py). The report
-CLI on the same folder is in tests/cli/test_report.py, a report over a real CPU sweep in tests/engine/test_report.py."""
+CLI on the same folder is in tests/cli/test_report_cli.py, a report over a real CPU sweep in tests/engine/test_report_engine.py."""
 from __future__ import annotations
 
 import json

@@ -1,5 +1,5 @@
 """Verdicts with intervals, SLO choices, the Pareto front, cost and the race, on hand-made Parquet whose right
-answers are known (pure: no engines). recommendation.yaml through the report CLI: tests/cli/test_report_decisions.py."""
+answers are known (pure: no engines). recommendation.yaml through the report CLI: tests/cli/test_report_decisions_cli.py."""
 from __future__ import annotations
 
 import pytest

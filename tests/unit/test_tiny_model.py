@@ -1,5 +1,5 @@
 """The embedded tiny MTP model: checkpoint names, held-out split, training maths. Its real engine is in
-tests/engine/test_tiny_model.py."""
+tests/engine/test_tiny_model_engine.py."""
 from __future__ import annotations
 
 from runner.models.corpus import corpus_files, heldout_files

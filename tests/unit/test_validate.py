@@ -1,7 +1,7 @@
 """Bad input is refused before anything starts, each refusal naming the override that fixes it.
 
 The cases go through the same functions the CLI calls (override check, then make_plan on the composed config);
-a few go through `python -m runner` itself with dry_run=false in tests/cli/test_validate.py.
+a few go through `python -m runner` itself with dry_run=false in tests/cli/test_validate_refusals_cli.py.
 """
 from __future__ import annotations
 

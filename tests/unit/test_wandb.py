@@ -1,5 +1,5 @@
 """W&B tracking without a W&B process: what a trial's run would hold, and which tracker a setting opens. The export
-itself (the offline W&B service, a process) is in tests/cli/test_wandb.py."""
+itself (the offline W&B service, a process) is in tests/cli/test_wandb_cli.py."""
 from __future__ import annotations
 
 import dataclasses

@@ -23,7 +23,8 @@ def _run_lanes(plan, *, device, capacity, done=frozenset()) -> list[list[str]]:
 def test_the_dry_runs_lanes_are_the_runs():
     cases = [(tp_plan(tps_and_trials=[(1, 1), (1, 5), (2, 3), (2, 2)]), "cuda", Capacity(device_units=4,
                                                                                             max_parallel_engines=4)),
-             (tp_plan(tps_and_trials=[(1, 2), (1, 5), (1, 3)]), "cuda", Capacity(device_units=8, max_parallel_engines=2)),
+             (tp_plan(tps_and_trials=[(1, 2), (1, 5), (1, 3)]), "cuda",
+              Capacity(device_units=8, max_parallel_engines=2)),
              (rounds_plan(engines=5, trials=2, repeats=2), "cpu", Capacity(device_units=2, max_parallel_engines=2)),
              (rounds_plan(engines=3, trials=1, repeats=1), "cpu", Capacity(device_units=4, max_parallel_engines=4))]
     for plan, device, capacity in cases:

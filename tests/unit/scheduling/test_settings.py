@@ -22,6 +22,7 @@ def test_every_setting_comes_from_the_config_none_has_a_default_of_its_own():
 def test_actor_env_carries_node_switches_and_keeps_nvlink_multicast_off():
     from runner.config.schema import EngineSection
 
-    env = execution_env(EngineSection(device="cpu", cpu_kvcache_space_gib=2), environ={"PYTHONPATH": "/x", "HOME": "/h"})
+    env = execution_env(EngineSection(device="cpu", cpu_kvcache_space_gib=2),
+                        environ={"PYTHONPATH": "/x", "HOME": "/h"})
     assert env["NCCL_NVLS_ENABLE"] == "0" and env["VLLM_CPU_KVCACHE_SPACE"] == "2" and env["PYTHONPATH"] == "/x"
     assert "HOME" not in env

@@ -3,7 +3,8 @@
 Faults come from the KV-cache size itself (vLLM refuses the engine) and from the RUNNER_FAULTS
 test hook (runner/execution/failures.py): the actor SIGKILLs itself mid-trial, or a trial hangs.
 Two sweeps, run once each: `faulty` (engine loads: 4 + 1 refused) and `interrupted` (2).
-The pure scheduling helpers are in tests/unit/test_faults.py, the crash-mid-write check in tests/cli/test_faults.py.
+The pure scheduling policies are in tests/unit/scheduling/, the fault hook in tests/unit/test_fault_hook.py, the
+crash-mid-write check in tests/cli/test_faults_cli.py.
 """
 from __future__ import annotations
 

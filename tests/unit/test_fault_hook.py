@@ -1,5 +1,5 @@
 """The fault hook (no Ray, no engine); the faults on real engines are in
-tests/engine/test_faults.py."""
+tests/engine/test_faults_engine.py."""
 from __future__ import annotations
 
 import json
