@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from runner.config.acceptance import AcceptanceProfile
+from runner.measurement.stats import TIE_BAND
 
 class ConfigError(ValueError):
     """A config that must not run; the message names the override that fixes it."""
@@ -544,7 +545,7 @@ class SweepSection:
     engine_axes: Any = None
     repeats: int = field(default=1, metadata=_fix("sweep.repeats=1", "must be an integer ≥ 1"))
     race: bool = field(default=False, metadata=_fix("sweep.race=false", "must be true or false"))
-    race_tie_band: float = 0.02  # arms within this band of the best are not eliminated
+    race_tie_band: float = TIE_BAND  # arms within this band of the best are not eliminated
     question: Optional[QuestionSection] = None
     # An adaptive study (runner.plan.stages.STUDIES): stages planned from the ones before; null: the fixed grid.
     adaptive: Optional[str] = None

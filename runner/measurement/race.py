@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Optional, Sequence
 
 from runner.measurement.decision import Candidate, DecisionKind, decide
+from runner.measurement.stats import TIE_BAND
 from runner.schema import TrialStatus
 
 
@@ -78,7 +79,7 @@ def _by_point(samples: Sequence[RaceSample]) -> dict[str, dict[str, list[RaceSam
 MIN_ROUNDS = 3
 
 
-def race_eliminations(samples: Sequence[RaceSample], *, tie_band: float = 0.02, min_rounds: int = MIN_ROUNDS,
+def race_eliminations(samples: Sequence[RaceSample], *, tie_band: float = TIE_BAND, min_rounds: int = MIN_ROUNDS,
                       seed: int = 0) -> dict[tuple[str, str], str]:
     """(engine_id, workload) -> human reason, for arms outside the decision's tied-for-first set
     (runner.measurement.decision) at EVERY point of that workload."""

@@ -6,6 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from runner.measurement.stats import TIE_BAND
+
 
 def _slo(text: str) -> tuple[str, float]:
     name, sep, value = text.partition("=")
@@ -43,7 +45,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--bandwidth-tbs", type=float, default=None,
                         help="device memory bandwidth in TB/s, for a device the report does not know")
     parser.add_argument("--tie-band", type=float, default=None,
-                        help="ratio band around 1 read as a tie (default: report.tie_band, else 0.02)")
+                        help=f"ratio band around 1 read as a tie (default: report.tie_band, else {TIE_BAND})")
     parser.add_argument("--slo", type=_slo, action="append", default=None, metavar="NAME=MS",
                         help="a latency target (repeatable; replaces report.slo): ttft_p50_ms, ttft_p99_ms, "
                              "tpot_p50_ms, tpot_p99_ms, e2e_p99_ms")
