@@ -36,7 +36,7 @@ WARMUP_OUTPUT_CAP = 64
 class EngineActor:
     """Wrapped by `ray.remote` in the scheduler (resources differ per device kind)."""
 
-    def __init__(self, *, env: dict[str, str], keys: RunKeys, slo: dict | None = None, warmup: Warmup = Warmup.AUTO,
+    def __init__(self, *, env: dict[str, str], keys: RunKeys, slo: Slo = Slo(), warmup: Warmup = Warmup.AUTO,
                  warmup_output_cap: Optional[int] = WARMUP_OUTPUT_CAP, engine_start: EngineStart = EngineStart.SPAWN):
         for name, value in env.items():  # None: unset what the node's environment may carry
             if value is None:
@@ -44,7 +44,7 @@ class EngineActor:
             else:
                 os.environ[name] = str(value)
         self.keys = keys
-        self.slo = Slo(**(slo or {}))
+        self.slo = slo
         self.host: Optional[EngineHost] = None
         self.engine: Optional[EngineConfig] = None
         self.warmup = Warmup(warmup)

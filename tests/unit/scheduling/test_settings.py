@@ -1,7 +1,8 @@
 """The driver's settings come from the typed config once, enums kept."""
 from __future__ import annotations
 
-from runner.config.schema import EngineStart, Residency, RunConfig, Warmup
+from runner.config.schema import EngineStart, Residency, RunConfig, SloSection, Warmup
+from runner.measurement.metrics import Slo
 from runner.scheduling.device import CUDA
 from runner.scheduling.settings import ExecutionSettings, execution_env
 from tests.unit.scheduling.plans import settings
@@ -12,6 +13,7 @@ def test_settings_keep_the_configs_enums_and_values():
     assert s.resident is Residency.OFF and s.warmup is Warmup.OFF and s.engine_start is EngineStart.AUTO
     assert (s.device_units, s.max_parallel_engines, s.order_seed, s.deadline_s) == (8, 2, 7, 60)
     assert s.policy is CUDA
+    assert settings(slo=SloSection(ttft_ms=200)).slo == Slo(ttft_ms=200)  # the actor's goodput targets, typed
 
 
 def test_every_setting_comes_from_the_config_none_has_a_default_of_its_own():
