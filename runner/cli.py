@@ -76,6 +76,10 @@ def run_sweep(cfg: DictConfig, *, run_dir: Path, config: Optional[RunConfig] = N
     wall_start = time.perf_counter()
     try:
         config = config or typed(cfg)  # the one conversion: everything below takes typed objects
+        if not config.dry_run:
+            from runner.scheduling import bytecode
+
+            bytecode.begin()  # beside validation, Ray's start and the first actor's imports
         study = adaptive_study(config.sweep.adaptive)
         plan = make_plan(study.plannable(config) if study else config)
         report = parse_report_settings(config.report)

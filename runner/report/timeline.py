@@ -28,6 +28,7 @@ class DeviceTime:
     prepare_s: float  # Σ prepare spans on the critical path (an actor started ahead is not on it)
     trials_s: float  # Σ trial spans, warm-ups included
     warmup_s: float
+    measured_s: float  # Σ the trials' measured windows (trials.duration_s)
     wake_s: float
     sleep_s: float
     switches_s: list[float] = field(default_factory=list)
@@ -39,6 +40,12 @@ class DeviceTime:
         """Everything that is neither an engine's preparation or load, a trial, nor a sleep or wake: the runner's
         share."""
         return self.wall_s - self.prepare_s - self.loads_wall_s - self.trials_s - self.sleep_s - self.wake_s
+
+    @property
+    def outside_init_and_measured_s(self) -> float:
+        """What a sweep costs beyond vLLM's own init and the windows it measures: the time to an answer that a
+        runner can still take away (launch, preparation, warm-ups, sleeps and wakes, its own calls)."""
+        return self.wall_s - min(self.vllm_init_s, self.loads_wall_s) - self.measured_s
 
     def rows(self) -> list[dict]:
         def median(values: list[float]) -> str:
@@ -60,6 +67,10 @@ class DeviceTime:
              "share": share(self.sleep_s + self.wake_s)},
             {"what": "runner's own time (wall − preparation − loads − trials − sleep − wake)", "seconds": f"{self.runner_s:.1f}",
              "share": share(self.runner_s)},
+            {"what": "outside vLLM's init and the measured windows", "seconds": f"{self.outside_init_and_measured_s:.1f}",
+             "share": share(self.outside_init_and_measured_s)},
+            {"what": "warm-ups against the measured windows", "seconds": f"{self.warmup_s:.1f} / {self.measured_s:.1f}",
+             "share": f"{self.warmup_s / self.measured_s:.0%}" if self.measured_s else "–"},
             {"what": "device idle outside every span (after launch)", "seconds": f"{self.idle_s:.1f}",
              "share": share(self.idle_s)},
             {"what": "switch between resident engines, median", "seconds": median(self.switches_s), "share": ""},
@@ -94,7 +105,8 @@ def device_time(phases: pd.DataFrame, engines: pd.DataFrame, trials: pd.DataFram
               if getattr(r, "load_s", None) is not None and r.load_s == r.load_s}
     starts = lanes[lanes.phase == Phase.START]
     vllm_init = sum(_load_of(r, load_s) for r in starts.itertuples())
-    warmups = _warmups(trials, lanes)
+    on_timeline = _on_timeline(trials, lanes)
+    warmups = _column_sum(on_timeline, "warmup_s")
     switches, overheads = _gaps(lanes, load_s, commands=commands)
     idle = wall - float(launch.duration_s.sum()) - union_length(list(zip(lanes.started_at, lanes.ended_at)))
     return DeviceTime(
@@ -102,19 +114,24 @@ def device_time(phases: pd.DataFrame, engines: pd.DataFrame, trials: pd.DataFram
         vllm_init_s=vllm_init, start_calls_s=float(starts.duration_s.sum()),
         loads_wall_s=union_length(list(zip(starts.started_at, starts.ended_at))),
         prepare_s=float(lanes[lanes.phase == Phase.PREPARE].duration_s.sum()),
-        trials_s=float(lanes[lanes.phase == Phase.TRIAL].duration_s.sum()), warmup_s=float(warmups),
+        trials_s=float(lanes[lanes.phase == Phase.TRIAL].duration_s.sum()), warmup_s=warmups,
+        measured_s=_column_sum(on_timeline, "duration_s"),
         wake_s=float(lanes[lanes.phase == Phase.WAKE].duration_s.sum()),
         sleep_s=float(lanes[lanes.phase == Phase.SLEEP].duration_s.sum()),
         switches_s=switches, load_gap_overhead_s=overheads, idle_s=idle)
 
 
-def _warmups(trials: pd.DataFrame, lanes: pd.DataFrame) -> float:
-    """Warm-up seconds of the trials on this timeline (a folder resumed from runs without one holds more)."""
-    if "warmup_s" not in trials:
-        return 0.0
+def _on_timeline(trials: pd.DataFrame, lanes: pd.DataFrame) -> pd.DataFrame:
+    """The trials this timeline ran (a folder resumed from runs without one holds more)."""
     if "trial_id" in lanes and "trial_id" in trials:
-        trials = trials[trials.trial_id.isin(lanes.trial_id.dropna())]
-    return float(pd.to_numeric(trials.warmup_s, errors="coerce").dropna().sum())
+        return trials[trials.trial_id.isin(lanes.trial_id.dropna())]
+    return trials
+
+
+def _column_sum(trials: pd.DataFrame, column: str) -> float:
+    if column not in trials:
+        return 0.0
+    return float(pd.to_numeric(trials[column], errors="coerce").dropna().sum())
 
 
 def _load_of(span, load_s: dict) -> float:

@@ -24,7 +24,7 @@ def test_split_switches_and_load_overhead():
         (0, "trial", "a", 108.5, 5.0),    # switch b -> a: 108.5 - 106.5 = 2.0 s
     ])
     engines = pd.DataFrame({"engine_id": ["a", "b"], "load_s": [36.0, 38.0]})
-    trials = pd.DataFrame({"warmup_s": [1.0, 0.5, 0.0]})
+    trials = pd.DataFrame({"warmup_s": [1.0, 0.5, 0.0], "duration_s": [3.5, 4.0, 4.5]})
     split = device_time(phases, engines, trials)
     assert split.wall_s == pytest.approx(113.5)
     assert split.launch_s == 3.0 and split.loads == 2
@@ -36,6 +36,9 @@ def test_split_switches_and_load_overhead():
     assert split.loads_wall_s == pytest.approx(80.0)
     assert split.runner_s == pytest.approx(113.5 - split.prepare_s - 80.0 - 15.0 - 1.5 - 0.7)
     assert any("switch" in r["what"] for r in split.rows())
+    # beyond vLLM's init and the measured windows: 113.5 - 74 - 12
+    assert split.measured_s == pytest.approx(12.0)
+    assert split.outside_init_and_measured_s == pytest.approx(27.5)
 
 
 def test_resumed_runs_count_each_command_alone():
