@@ -29,6 +29,7 @@ class DeviceTime:
     trials_s: float  # Σ trial spans, warm-ups included
     warmup_s: float
     measured_s: float  # Σ the trials' measured windows (trials.duration_s)
+    workload_runs_s: float  # Σ the trials' workload runs (trials.wall_s): the measured windows and the cold phases
     wake_s: float
     sleep_s: float
     switches_s: list[float] = field(default_factory=list)
@@ -41,11 +42,10 @@ class DeviceTime:
         share."""
         return self.wall_s - self.prepare_s - self.loads_wall_s - self.trials_s - self.sleep_s - self.wake_s
 
-    @property
-    def outside_init_and_measured_s(self) -> float:
-        """What a sweep costs beyond vLLM's own init and the windows it measures: the time to an answer that a
-        runner can still take away (launch, preparation, warm-ups, sleeps and wakes, its own calls)."""
-        return self.wall_s - min(self.vllm_init_s, self.loads_wall_s) - self.measured_s
+    def outside_init_and(self, inside_s: float) -> float:
+        """The wall beyond vLLM's own init and `inside_s`: with the workload runs, what a runner can still take
+        away (launch, preparation, warm-ups, sleeps and wakes, its own calls)."""
+        return self.wall_s - min(self.vllm_init_s, self.loads_wall_s) - inside_s
 
     def rows(self) -> list[dict]:
         def median(values: list[float]) -> str:
@@ -67,10 +67,15 @@ class DeviceTime:
              "share": share(self.sleep_s + self.wake_s)},
             {"what": "runner's own time (wall − preparation − loads − trials − sleep − wake)", "seconds": f"{self.runner_s:.1f}",
              "share": share(self.runner_s)},
-            {"what": "outside vLLM's init and the measured windows", "seconds": f"{self.outside_init_and_measured_s:.1f}",
-             "share": share(self.outside_init_and_measured_s)},
-            {"what": "warm-ups against the measured windows", "seconds": f"{self.warmup_s:.1f} / {self.measured_s:.1f}",
-             "share": f"{self.warmup_s / self.measured_s:.0%}" if self.measured_s else "–"},
+            {"what": "outside vLLM's init and the workload runs (cold phases included): the runner's share",
+             "seconds": f"{self.outside_init_and(self.workload_runs_s):.1f}",
+             "share": share(self.outside_init_and(self.workload_runs_s))},
+            {"what": "outside vLLM's init and the measured windows", "seconds":
+             f"{self.outside_init_and(self.measured_s):.1f}", "share": share(self.outside_init_and(self.measured_s))},
+            {"what": "warm-ups against the measured windows (against the workload runs)",
+             "seconds": f"{self.warmup_s:.1f} / {self.measured_s:.1f} ({self.workload_runs_s:.1f})",
+             "share": f"{self.warmup_s / self.measured_s:.0%} ({self.warmup_s / self.workload_runs_s:.0%})"
+             if self.measured_s and self.workload_runs_s else "–"},
             {"what": "device idle outside every span (after launch)", "seconds": f"{self.idle_s:.1f}",
              "share": share(self.idle_s)},
             {"what": "switch between resident engines, median", "seconds": median(self.switches_s), "share": ""},
@@ -115,7 +120,7 @@ def device_time(phases: pd.DataFrame, engines: pd.DataFrame, trials: pd.DataFram
         loads_wall_s=union_length(list(zip(starts.started_at, starts.ended_at))),
         prepare_s=float(lanes[lanes.phase == Phase.PREPARE].duration_s.sum()),
         trials_s=float(lanes[lanes.phase == Phase.TRIAL].duration_s.sum()), warmup_s=warmups,
-        measured_s=_column_sum(on_timeline, "duration_s"),
+        measured_s=_column_sum(on_timeline, "duration_s"), workload_runs_s=_column_sum(on_timeline, "wall_s"),
         wake_s=float(lanes[lanes.phase == Phase.WAKE].duration_s.sum()),
         sleep_s=float(lanes[lanes.phase == Phase.SLEEP].duration_s.sum()),
         switches_s=switches, load_gap_overhead_s=overheads, idle_s=idle)

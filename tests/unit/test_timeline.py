@@ -24,7 +24,8 @@ def test_split_switches_and_load_overhead():
         (0, "trial", "a", 108.5, 5.0),    # switch b -> a: 108.5 - 106.5 = 2.0 s
     ])
     engines = pd.DataFrame({"engine_id": ["a", "b"], "load_s": [36.0, 38.0]})
-    trials = pd.DataFrame({"warmup_s": [1.0, 0.5, 0.0], "duration_s": [3.5, 4.0, 4.5]})
+    trials = pd.DataFrame({"warmup_s": [1.0, 0.5, 0.0], "duration_s": [3.5, 4.0, 4.5],
+                           "wall_s": [3.8, 4.3, 4.8]})
     split = device_time(phases, engines, trials)
     assert split.wall_s == pytest.approx(113.5)
     assert split.launch_s == 3.0 and split.loads == 2
@@ -38,7 +39,8 @@ def test_split_switches_and_load_overhead():
     assert any("switch" in r["what"] for r in split.rows())
     # beyond vLLM's init and the measured windows: 113.5 - 74 - 12
     assert split.measured_s == pytest.approx(12.0)
-    assert split.outside_init_and_measured_s == pytest.approx(27.5)
+    assert split.outside_init_and(split.measured_s) == pytest.approx(27.5)
+    assert split.outside_init_and(split.workload_runs_s) == pytest.approx(113.5 - 74 - 12.9)
 
 
 def test_resumed_runs_count_each_command_alone():
