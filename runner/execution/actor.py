@@ -88,7 +88,6 @@ class EngineActor:
                 await asyncio.to_thread(self._install_start_method)
             columns = await self.host.start()
             quiet_heap()
-            await self._reserve_sleep_buffers()
             return StartResult(ok=True, columns={**columns, "engine_start": str(self.start_method)})
         except Exception as exc:  # a start-up failure is a result, not a crash of the sweep
             detail = "".join(traceback.format_exception(exc))
@@ -101,21 +100,12 @@ class EngineActor:
             return StartResult(ok=False, failure_kind=failure.kind, failure_reason=failure.reason,
                                failure_numbers=numbers)
 
-    async def _reserve_sleep_buffers(self) -> None:
-        """The first sleep's host memory, reserved while the first trial warms up; an engine that cannot only pays
-        for it in that sleep."""
-        try:
-            await self.host.reserve_sleep_buffers()
-        except Exception as exc:
-            print(f"runner: the first sleep's host memory was not reserved ahead: {exc!r}", flush=True)
-
     async def run_trial(self, *, trial: Trial, attempt: int = 1) -> TrialResult:
         assert self.host is not None and self.engine is not None, "start() the engine first"
         workload = workload_class(trial.workload)()
         params = workload.parse_params(dict(trial.params))
         try:
             warmup_s = await self._warm_up(trial=trial, workload=workload, params=params)
-            await self.host.sleep_buffers_ready()  # no thread of the runner's beside a measured window
             await reset_prefix_cache(self.host)
         except ResetFailed as exc:
             return self._failed(trial, attempt, kind="prefix_cache_reset_failed", exc=exc)

@@ -28,7 +28,7 @@ def engine_kwargs(*, engine: EngineConfig, model: ModelSource) -> dict:
         enable_prefix_caching=s.enable_prefix_caching,
         tensor_parallel_size=s.tensor_parallel_size,
         disable_log_stats=False,
-        worker_extension_cls="runner.execution.worker_probe.WorkerExtension",
+        worker_extension_cls="runner.execution.worker_probe.MemoryProbe",
     )
     spec = s.speculative_config(engine.spec_extra)
     if spec is not None:
@@ -207,22 +207,8 @@ class EngineHost:
 
     # ---- sleep mode (CUDA, engines resident between turns): AsyncLLM and LLM, vLLM 0.26 and 0.32 ----
     _asleep = False
-    _reserving = False
-
-    async def reserve_sleep_buffers(self) -> None:
-        """Begins filling the host memory of the first sleep in the worker (runner.execution.sleep_buffers);
-        returns at once. Only engines with sleep mode have one."""
-        if self.config.engine_args.get("enable_sleep_mode"):
-            self._reserving = any(await self._rpc("runner_reserve_sleep_buffers"))
-
-    async def sleep_buffers_ready(self) -> None:
-        """Called where the engine is idle: before a measured window and before the first sleep."""
-        if self._reserving:
-            await self._rpc("runner_sleep_buffers_ready")
-            self._reserving = False
 
     async def sleep(self) -> float:
-        await self.sleep_buffers_ready()
         started = time.perf_counter()
         await _maybe_await(self._llm.sleep(level=1))  # 0.32 adds mode=; level alone works on both
         self._asleep = True

@@ -1,12 +1,9 @@
-"""The runner's vLLM worker extension: memory figures that live only in the worker process, and the host memory of
-an engine's first sleep.
+"""A vLLM worker extension: memory figures that live only in the worker process.
 
-vLLM mixes `WorkerExtension` into its worker (`worker_extension_cls`), so `self` is the worker; its methods are
-called through `collective_rpc("runner_…")`.
+vLLM mixes this class into its worker (`worker_extension_cls`), so `self` is the
+worker; read through `collective_rpc("runner_memory_report")`.
 """
 from __future__ import annotations
-
-from runner.execution.sleep_buffers import SleepBuffers
 
 GIB = 1024**3
 
@@ -67,7 +64,3 @@ def _cpu_name() -> str:
     import platform
 
     return platform.processor() or "cpu"
-
-
-class WorkerExtension(MemoryProbe, SleepBuffers):
-    """What `worker_extension_cls` names."""

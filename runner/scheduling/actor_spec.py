@@ -10,6 +10,9 @@ from runner.plan.grid import EngineConfig
 
 # Engine arguments that fix the KV size per engine; they win over the process-wide VLLM_CPU_KVCACHE_SPACE.
 PER_ENGINE_KV_ARGS = ("kv_cache_memory_bytes",)
+# An engine's first sleep pins host memory for its weights, later sleeps reuse it: torch pins by faulting the
+# pages in on several threads, then registering them, instead of one cudaHostAlloc (docs/benchmarks.md).
+SLEEP_PINNED_ALLOC = "pinned_use_cuda_host_register:True,pinned_num_register_threads:8"
 
 
 def engine_for_actor(engine: EngineConfig, *, sleep_mode: bool = False) -> EngineConfig:
@@ -31,10 +34,13 @@ def cpu_binding(*, slot: int, cores_per_engine: float, total_cores: int) -> str:
     return str(first) if first == last else f"{first}-{last}"
 
 
-def actor_env(*, base: dict, engine: EngineConfig, environ: Optional[dict] = None) -> dict:
-    """The actor's environment. None removes a variable the node may have set."""
+def actor_env(*, base: dict, engine: EngineConfig, environ: Optional[dict] = None, sleeps: bool = False) -> dict:
+    """The actor's environment (`sleeps`: its engine may sleep between turns). None removes a variable the node
+    may have set."""
     environ = os.environ if environ is None else environ
     env = dict(base)
+    if sleeps and "PYTORCH_CUDA_ALLOC_CONF" not in environ:
+        env.setdefault("PYTORCH_CUDA_ALLOC_CONF", SLEEP_PINNED_ALLOC)
     if engine.settings.tensor_parallel_size > 1:
         env.setdefault("VLLM_WORKER_MULTIPROC_METHOD", "spawn")
     if any(name in engine.engine_args for name in PER_ENGINE_KV_ARGS):

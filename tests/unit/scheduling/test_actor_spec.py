@@ -25,3 +25,12 @@ def test_actor_env_unsets_the_process_wide_kv_size_for_a_per_engine_one():
 def test_each_cpu_slot_gets_its_own_cores():
     assert [cpu_binding(slot=i, cores_per_engine=1, total_cores=2) for i in range(3)] == ["0", "1", "0"]
     assert cpu_binding(slot=1, cores_per_engine=2, total_cores=8) == "2-3"
+
+
+def test_an_engine_that_sleeps_pins_its_host_memory_on_threads_unless_the_node_says_otherwise():
+    engine = tp_plan(tps_and_trials=[(1, 1)]).engines[0]
+    assert actor_env(base={}, engine=engine, environ={}, sleeps=True)["PYTORCH_CUDA_ALLOC_CONF"].startswith(
+        "pinned_use_cuda_host_register:True")
+    assert "PYTORCH_CUDA_ALLOC_CONF" not in actor_env(base={}, engine=engine, environ={})
+    assert "PYTORCH_CUDA_ALLOC_CONF" not in actor_env(base={}, engine=engine, sleeps=True,
+                                                      environ={"PYTORCH_CUDA_ALLOC_CONF": "x"})
