@@ -15,7 +15,9 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from runner.config.acceptance import AcceptanceProfile
+from runner.config.report import ReportSettings, ReportSettingsError, parse_settings as parse_report_settings
 from runner.measurement.stats import TIE_BAND
+from runner.slo import SloError, SloSection, old_execution_slo, old_report_slo
 
 class ConfigError(ValueError):
     """A config that must not run; the message names the override that fixes it."""
@@ -265,16 +267,12 @@ class TrackingSection:
 
 
 @dataclass(kw_only=True)
-class SloSection:
-    """execution.slo: latency targets for goodput, in ms (null: not set)."""
+class OldExecutionSlo:
+    """execution.slo, the older name of the `slo` block (runner.slo): read for one release, with a warning."""
 
     ttft_ms: Optional[float] = None
     tpot_ms: Optional[float] = None
     e2e_ms: Optional[float] = None
-
-    def targets(self) -> dict[str, float]:
-        """The targets that are set, name → ms."""
-        return {k: v for k, v in vars(self).items() if v is not None}
 
 
 class Residency(enum.StrEnum):
@@ -331,7 +329,7 @@ class ExecutionSection:
     shutdown_timeout_s: float = field(default=10, metadata=_fix("execution.shutdown_timeout_s=10",
                                                                  "must be seconds > 0"))
     engine_start: str = "auto"  # auto | spawn | forkserver (EngineStart)
-    slo: SloSection = field(default_factory=SloSection)
+    slo: OldExecutionSlo = field(default_factory=OldExecutionSlo)  # older name of the root's `slo`
 
     def __post_init__(self):
         errors = []
@@ -593,11 +591,14 @@ class RunConfig:
     tracking: TrackingSection = field(default_factory=TrackingSection)
     sweep: SweepSection
     execution: ExecutionSection = field(default_factory=ExecutionSection)
+    # Latency targets (runner.slo): the block as written; after build the typed Slo, older blocks' targets included.
+    slo: SloSection = field(default_factory=SloSection)
     run: str = "default"  # the run's name: the same name resumes
     output_root: str = "outputs"
     dry_run: bool = False  # print the plan, start nothing
     retry_failed: bool = False  # re-run trials that failed in an earlier attempt of this run
-    # The report's settings (true/false or a dict; parsed by runner.config.report).
+    # The report's settings: true/false or a block as written (untyped, so that `report=false` may replace the
+    # block); after build the typed ReportSettings (runner.config.report).
     report: Any = True
 
     def __post_init__(self):
@@ -609,6 +610,15 @@ class RunConfig:
                               f"(fix: spec.{method}={{}})")
         self.spec = {m: dict(extra or {}) for m, extra in self.spec.items() if extra is None or isinstance(extra, dict)}
         self.workload = {name: dict(params or {}) for name, params in self.workload.items()}
+        try:  # typed once; dataclasses.replace() passes the typed values back in
+            if isinstance(self.slo, SloSection):
+                old_report = self.report.get("slo") if isinstance(self.report, dict) else None
+                older = old_report_slo(old_report).over(old_execution_slo(vars(self.execution.slo)))
+                self.slo = self.slo.value().over(older)
+            if not isinstance(self.report, ReportSettings):
+                self.report = parse_report_settings(self.report, slo=self.slo)
+        except (SloError, ReportSettingsError) as exc:
+            errors.append(str(exc))
         _problems(errors)
 
     @property

@@ -6,5 +6,5 @@ recommend) are pure functions over pandas DataFrames, with the interval maths in
 `build` wires them to files (report.md, recommendation.yaml) and `plots` draws PNGs with matplotlib's Agg backend.
 
     python -m runner.report outputs/demo/default [outputs/other/run ...] [--out DIR] [--tie-band 0.02]
-        [--slo ttft_p99_ms=500 ...] [--gpu-hour-usd 3.5] [--seed 0]
+        [--slo ttft=500 ...] [--gpu-hour-usd 3.5] [--seed 0]
 """

@@ -50,9 +50,8 @@ def answer_text(a) -> str:
 def slo_section(a) -> str:
     s = a.settings
     if not s.slo:
-        return section("Under a latency target", "No SLO set (set one with report.slo.ttft_p99_ms=500 in the "
-                       "sweep, or --slo ttft_p99_ms=500 here; targets: ttft_p50_ms, ttft_p99_ms, tpot_p50_ms, "
-                       "tpot_p99_ms, e2e_p99_ms).")
+        return section("Under a latency target", "No SLO set (set one with slo.ttft=500 in the sweep, or "
+                       "--slo ttft=500 here; targets in ms: ttft, tpot, e2el, at slo.percentile: 50, 90 or 99).")
     choices = a.slo_choices.assign(point=a.point_text(a.slo_choices)).drop(columns=["workload_params_json",
                                                                                     "concurrency"])
     choices = choices[["workload", "point", "meeting", "choice", "tok/s per device", "next", "ratio", "verdict"]]
@@ -62,7 +61,7 @@ def slo_section(a) -> str:
                                                                     "measured"]]
     return section(
         "Under a latency target",
-        f"SLO: {s.slo_text()}. A point meets it when the median over repeats of each targeted trial figure is "
+        f"SLO: {s.slo.text()}. A point meets it when the median over repeats of each targeted trial figure is "
         f"within its limit. Throughput per device = aggregate decode tok/s ÷ tensor_parallel_size; the choice is "
         f"the arm with the most of it among those that meet the SLO, against the next one (ratio of medians "
         f"[95% interval, as in the verdicts]; a tie when the interval reaches into ±{s.tie_band:.0%}).",
