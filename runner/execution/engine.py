@@ -8,7 +8,7 @@ import time
 from typing import Optional
 
 from runner.execution.spec_compat import with_version_compat
-from runner.measurement.metrics import Timeline
+from runner.measurement.latency import Timeline
 from runner.measurement.sampling import GREEDY, Sampling
 from runner.measurement.workloads.base import RequestResult
 from runner.models.source import ModelSource

@@ -75,7 +75,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     from runner.report.build import write_report
-    from runner.report.metrics import UnknownWorkload
+    from runner.report.samples import UnknownWorkload
     from runner.config.report import ReportSettingsError
     from runner.slo import SloError
 

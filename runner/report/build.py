@@ -13,7 +13,7 @@ from runner.report.answer import answer_table, draft_count_lines
 from runner.report.arms import add_arms, describe_point, fixed_params, point_axes, point_coords
 from runner.report.cost import cost_table
 from runner.report.load import Results, load_results
-from runner.report.metrics import deciding_metric, point_table, sample_values
+from runner.report.samples import deciding_metric, point_table, sample_values
 from runner.report.pareto import pareto_points
 from runner.report.profiles import profiles_as_points
 from runner.report.schedule_report import (acceptance_predictions, derived_schedules, schedule_outcomes,
@@ -23,7 +23,7 @@ from runner.report.recommend import recommendation
 from runner.report.render import md_table, percent, section
 from runner.config.report import ReportSettings, parse_settings
 from runner.slo import config_slo
-from runner.report.slo import arm_point_figures, max_concurrency, slo_choices
+from runner.report.latency_target import arm_point_figures, max_concurrency, slo_choices
 
 
 ANSWER_FILE = "answer.json"  # the Answer table as records: the W&B sweep run shows it

@@ -4,8 +4,8 @@ meets the config's `slo`, with an interval. Pure: reads persisted trials and req
 A line is one arm at one workload point with the rate axes (`request_rate`, a trace's `time_scale`) left out; its
 points are the offered rates, `inf` (everything at once: saturation) placed at the request throughput it measured.
 A point meets the SLO when the median over repeats of every targeted trial figure is within its limit (as in
-runner.report.slo). The highest sustainable rate is interpolated linearly between the last point that meets it
-and the first that does not; its 95 % interval is a seeded bootstrap of that crossing (each point's repeats
+runner.report.latency_target). The highest sustainable rate is interpolated linearly between the last point that
+meets it and the first that does not; its 95 % interval is a seeded bootstrap of that crossing (each point's repeats
 resampled independently), never narrower than what the grid can say: "≥ r" when every measured rate meets it,
 "< r" when even the lowest misses. Goodput = the trial's measured requests meeting every target as a per-request
 limit (TTFT, TPOT or E2EL ≤ its tightest target) / `duration_s` (vLLM's `--goodput`).

@@ -205,7 +205,7 @@ def schedule_section(a) -> str:
 def first_trial_section(a) -> str:
     """Each load's and wake's first trial against the same point in later rounds (runner.report.first_trials)."""
     from runner.report.first_trials import BAND, first_at_point_checks, first_trial_checks, point_line, summary_line
-    from runner.report.metrics import sample_values
+    from runner.report.samples import sample_values
 
     r = a.results
     samples = sample_values(r.trials, r.requests)

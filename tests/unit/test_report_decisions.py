@@ -9,7 +9,7 @@ from runner.measurement.decision import Candidate, DecisionKind, decide
 from runner.measurement.stats import ratio_interval
 from runner.report.build import analyse, write_report
 from runner.report.load import load_results
-from runner.report.metrics import UnknownWorkload, deciding_metric
+from runner.report.samples import UnknownWorkload, deciding_metric
 from runner.report.pareto import front_mask
 from runner.config.report import ReportSettings, ReportSettingsError, parse_settings
 from runner.report.verdict import TIE_OUTCOME, TOO_FEW_OUTCOME

@@ -6,7 +6,7 @@ import pytest
 
 from runner.config.schema import ConfigError
 from runner.config.store import load_config
-from runner.measurement.metrics import Timeline, goodput
+from runner.measurement.latency import Timeline, goodput
 from runner.scheduling.settings import Capacity, ExecutionSettings
 from runner.slo import Metric, Slo, SloError, Target, config_slo, old_execution_slo, old_report_slo, slo_of
 

@@ -1,7 +1,7 @@
 import pytest
 
 from runner.measurement.counters import CounterSnapshot, delta_metrics
-from runner.measurement.metrics import (Timeline, chunk_gaps, decode_rate, distinct_token_share, e2e, goodput,
+from runner.measurement.latency import (Timeline, chunk_gaps, decode_rate, distinct_token_share, e2e, goodput,
                                         measured_span, per_token_latencies, percentile, tpot, trial_latency_summary,
                                         ttft)
 from runner.slo import Metric, Slo, Target
