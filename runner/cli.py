@@ -241,7 +241,7 @@ class _Session:
             signal.signal(sig, _raise_interrupt)
         settings = ExecutionSettings.of(config, capacity=capacity)
         keys = RunKeys(sweep=plan.sweep, run_id=config.run)
-        tracker = open_tracker(tracking=config.tracking, keys=keys, run_dir=run_dir, plan=plan)
+        tracker = open_tracker(tracking=config.tracking, run_dir=run_dir)
         progress = tqdm(total=0, desc="trials", unit="trial", dynamic_ncols=True)
         return cls(settings=settings, keys=keys, tracker=tracker, progress=progress)
 
