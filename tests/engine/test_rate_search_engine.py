@@ -33,6 +33,7 @@ def search(tmp_path_factory):
 def test_saturation_first_then_rates_below_it_from_its_throughput(search):
     stdout, trials, _ = search
     assert (trials.status == "ok").all() and trials.trial_id.is_unique
+    assert trials.goodput_req_s.notna().all()  # the actor counts goodput against the same slo the search targets
     assert "stage 'saturation'" in stdout
     saturation = trials[trials.offered_rate_req_s == math.inf]
     assert len(saturation) == 1
