@@ -19,7 +19,6 @@ from runner.plan.grid import Plan, PlanError, build_plan
 from runner.plan.question import question_problems
 from runner.plan.stages import Stage, adaptive_study, run_stages
 from runner.plan.validate import capacity_warnings, engine_arg_spec, validate
-from runner.config.report import ReportSettingsError, parse_settings as parse_report_settings
 from runner.schema import TrialStatus
 from runner.scheduling.settings import ExecutionSettings
 
@@ -82,8 +81,8 @@ def run_sweep(cfg: DictConfig, *, run_dir: Path, config: Optional[RunConfig] = N
             bytecode.begin()  # beside validation, Ray's start and the first actor's imports
         study = adaptive_study(config.sweep.adaptive)
         plan = make_plan(study.plannable(config) if study else config)
-        report = parse_report_settings(config.report)
-    except (ConfigError, ReportSettingsError) as exc:
+        report = config.report
+    except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     from runner.sinks.parquet import ParquetSink
@@ -246,7 +245,7 @@ class _Session:
             signal.signal(sig, _raise_interrupt)
         settings = ExecutionSettings.of(config, capacity=capacity)
         keys = RunKeys(sweep=plan.sweep, run_id=config.run)
-        tracker = open_tracker(tracking=config.tracking, keys=keys, run_dir=run_dir, plan=plan)
+        tracker = open_tracker(tracking=config.tracking, run_dir=run_dir)
         progress = tqdm(total=0, desc="trials", unit="trial", dynamic_ncols=True)
         return cls(settings=settings, keys=keys, tracker=tracker, progress=progress)
 

@@ -16,6 +16,8 @@ import typing
 from dataclasses import dataclass, field
 from typing import Optional
 
+from runner.spec_arm import SpecArm
+
 SCHEMA_VERSION = 1
 
 
@@ -85,26 +87,9 @@ class EngineSettings:
     spec_acceptance_profile: Optional[str] = None
 
     @property
-    def spec(self):
-        """The speculative arm (method, k) of these settings: runner.config.schema.SpecArm."""
-        from runner.config.schema import SpecArm
-
+    def spec(self) -> SpecArm:
+        """The speculative arm (method, k) of these settings."""
         return SpecArm.of(self.spec_method, self.num_speculative_tokens)
-
-    def speculative_config(self, extra: Optional[dict] = None) -> Optional[dict]:
-        """vLLM's `speculative_config` of these settings: the arm's, with its schedule and synthetic acceptance."""
-        import json
-
-        from runner.config.acceptance import profile_of_text
-
-        config = self.spec.speculative_config(extra)
-        if config is None:
-            return None
-        if isinstance(self.spec_schedule, str) and self.spec_schedule:
-            config["num_speculative_tokens_per_batch_size"] = json.loads(self.spec_schedule)
-        profile = self.spec_acceptance_profile if isinstance(self.spec_acceptance_profile, str) else None
-        config.update(profile_of_text(profile).speculative_keys(self.spec.k))
-        return config
 
 
 @dataclass(kw_only=True)

@@ -1,10 +1,11 @@
-"""The report's settings: the `report` block of the run folder's persisted config.yaml, then CLI overrides. Part of
-the config, below plan and report: the sweep checks it before start, and a rate search targets its SLO.
+"""The report's settings: the `report` block of the run folder's persisted config.yaml with the config's SLO
+(runner.slo), then CLI overrides. Part of the config, below plan and report: the sweep checks it before start.
 
-    report: {enabled: true, tie_band: 0.02, slo: {ttft_p99_ms: 500, tpot_p50_ms: 50}, gpu_hour_usd: null}
+    report: {enabled: true, tie_band: 0.02, gpu_hour_usd: null, seed: 0}
 
-An older config's `report: true` means the defaults. A bad value is an error naming the override that fixes
-it; the sweep checks it before any engine starts.
+`report: true` / `report: false` mean the defaults, enabled or not. A bad value is an error naming the override
+that fixes it; the sweep checks it before any engine starts. The block's `slo` is the older name of the root's
+`slo` (read by runner.slo, for one release).
 """
 from __future__ import annotations
 
@@ -12,10 +13,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Optional
 
 from runner.measurement.stats import MIN_REPEATS, TIE_BAND
+from runner.slo import Slo
 
-# SLO names → the trial column (seconds) each one bounds.
-SLO_COLUMNS = {"ttft_p50_ms": "ttft_p50_s", "ttft_p99_ms": "ttft_p99_s", "tpot_p50_ms": "tpot_p50_s",
-               "tpot_p99_ms": "tpot_p99_s", "e2e_p99_ms": "e2e_p99_s"}
 _KEYS = ("enabled", "tie_band", "slo", "gpu_hour_usd", "seed")
 
 
@@ -27,14 +26,10 @@ class ReportSettingsError(ValueError):
 class ReportSettings:
     enabled: bool = True
     tie_band: float = TIE_BAND
-    slo: dict[str, float] = field(default_factory=dict)  # SLO name → limit in ms
+    slo: Slo = field(default_factory=Slo)  # the config's latency targets (runner.slo)
     gpu_hour_usd: Optional[float] = None
     seed: int = 0  # the bootstrap's seed
     min_repeats: int = MIN_REPEATS
-
-    def slo_text(self) -> str:
-        names = {k: k.removesuffix("_ms").split("_") for k in self.slo}
-        return ", ".join(f"{names[k][0].upper()} {' '.join(names[k][1:])} ≤ {v:g} ms" for k, v in self.slo.items())
 
 
 def _number(value, *, name: str, low: float, fix: str) -> float:
@@ -47,10 +42,11 @@ def _number(value, *, name: str, low: float, fix: str) -> float:
     return number
 
 
-def parse_settings(raw: Any) -> ReportSettings:
-    """From a config's `report` value: a bool (older configs), None, or the block."""
+def parse_settings(raw: Any, *, slo: Slo = Slo()) -> ReportSettings:
+    """From a config's `report` value (a bool, None, or the block) and its SLO (runner.slo reads the block's
+    older `slo`)."""
     if raw is None or isinstance(raw, bool):
-        return ReportSettings(enabled=raw is not False)
+        return ReportSettings(enabled=raw is not False, slo=slo)
     if not hasattr(raw, "items"):
         raise ReportSettingsError(f"report={raw!r} must be true/false or a block (fix: report.enabled=true)")
     raw = dict(raw)
@@ -58,12 +54,6 @@ def parse_settings(raw: Any) -> ReportSettings:
     if unknown:
         raise ReportSettingsError(f"report has no setting {unknown[0]!r}; valid: {', '.join(_KEYS)} "
                                   f"(fix: remove report.{unknown[0]})")
-    slo = {k: v for k, v in dict(raw.get("slo") or {}).items() if v is not None}
-    bad = sorted(set(slo) - set(SLO_COLUMNS))
-    if bad:
-        raise ReportSettingsError(f"report.slo has no target {bad[0]!r}; valid: {', '.join(SLO_COLUMNS)} "
-                                  f"(fix: report.slo.ttft_p99_ms=500)")
-    slo = {k: _number(v, name=f"slo.{k}", low=1e-9, fix=f"report.slo.{k}=500") for k, v in slo.items()}
     usd = raw.get("gpu_hour_usd")
     return ReportSettings(
         enabled=bool(raw.get("enabled", True)),
@@ -73,12 +63,10 @@ def parse_settings(raw: Any) -> ReportSettings:
         seed=int(raw.get("seed", 0) or 0))
 
 
-def with_overrides(settings: ReportSettings, *, tie_band: Optional[float] = None,
-                   slo: Optional[dict[str, float]] = None, gpu_hour_usd: Optional[float] = None,
-                   seed: Optional[int] = None) -> ReportSettings:
+def with_overrides(settings: ReportSettings, *, tie_band: Optional[float] = None, slo: Optional[Slo] = None,
+                   gpu_hour_usd: Optional[float] = None, seed: Optional[int] = None) -> ReportSettings:
     """CLI flags over the persisted settings; an SLO given on the command line replaces the persisted one."""
     merged = {"tie_band": settings.tie_band if tie_band is None else tie_band,
-              "slo": settings.slo if slo is None else slo,
               "gpu_hour_usd": settings.gpu_hour_usd if gpu_hour_usd is None else gpu_hour_usd,
               "seed": settings.seed if seed is None else seed}
-    return replace(parse_settings(merged), enabled=settings.enabled)
+    return replace(parse_settings(merged, slo=settings.slo if slo is None else slo), enabled=settings.enabled)

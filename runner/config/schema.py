@@ -1,5 +1,5 @@
 """The run's configuration as typed values: the schema of conf/ (registered in Hydra's ConfigStore by
-runner.config.store), and the speculative arm. Pure: no Hydra, no vLLM, no files.
+runner.config.store). Pure: no Hydra, no vLLM, no files.
 
 Each section checks its own values when it is built (`OmegaConf.to_object` builds them once, in the CLI) and
 raises ConfigError naming the override that fixes each problem. Checks that need the environment (the model's
@@ -15,7 +15,10 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from runner.config.acceptance import AcceptanceProfile
+from runner.config.report import ReportSettings, ReportSettingsError, parse_settings as parse_report_settings
 from runner.measurement.stats import TIE_BAND
+from runner.slo import SloError, SloSection, old_execution_slo, old_report_slo
+from runner.spec_arm import DEFAULT_DRAFT_COUNT, SPEC_METHODS, method_name
 
 class ConfigError(ValueError):
     """A config that must not run; the message names the override that fixes it."""
@@ -37,11 +40,6 @@ def _is_number(value) -> bool:
 def _g(value) -> str:
     """A number as the user wrote it (0, not 0.0)."""
     return f"{value:g}" if isinstance(value, float) else repr(value)
-
-
-def _off(value) -> Any:
-    """YAML reads a bare `off` as false (and an empty value as null): both mean `off`."""
-    return "off" if value is False or value is None else value
 
 
 # Names joined into paths (run, sweep.name): one folder each, so a name can never lead out of output_root.
@@ -84,97 +82,6 @@ def address_problem(address) -> Optional[str]:
         return (f"cluster.address={text!r}: port {port!r} must be a number in 1–65535 "
                 f"(fix: cluster.address={host}:6379)")
     return None
-
-
-# ---- speculative methods and the arm ------------------------------------------------------------------------
-# How many draft tokens a speculative method proposes when the sweep does not say (the one default; `off` has 0).
-DEFAULT_DRAFT_COUNT = 1
-
-
-@dataclass(frozen=True, kw_only=True)
-class SpecMethod:
-    name: str  # the value of sweep.grid.spec_method
-    max_k: int  # the largest draft count the method accepts
-    needs: tuple[str, ...] = ()  # speculative_config keys the method needs beyond method and k (a draft model)
-    description: str = ""
-    defaults: dict = field(default_factory=dict)  # speculative_config keys the runner sets unless spec.<method> does
-
-
-SPEC_METHODS: dict[str, SpecMethod] = {
-    m.name: m
-    for m in [
-        SpecMethod(name="off", max_k=0, description="no speculative decoding"),
-        SpecMethod(name="mtp", max_k=8, description="the model's own multi-token-prediction layers"),
-        SpecMethod(name="ngram", max_k=16, description="prompt lookup",
-                   defaults={"prompt_lookup_min": 2, "prompt_lookup_max": 5}),
-        SpecMethod(name="suffix", max_k=32, description="suffix decoding (needs arctic-inference)"),
-        SpecMethod(name="eagle", max_k=8, needs=("model",), description="EAGLE draft head"),
-        SpecMethod(name="eagle3", max_k=8, needs=("model",), description="EAGLE-3 draft head"),
-        SpecMethod(name="draft_model", max_k=8, needs=("model",), description="a separate draft model"),
-    ]
-}
-
-
-@dataclass(frozen=True, kw_only=True)
-class SpecArm:
-    """One speculative arm: a method and its draft count k. `off` always has k = 0 (normalised here, once)."""
-
-    method: str = "off"  # "off" or a key of SPEC_METHODS
-    k: int = 0  # draft tokens per step (0 for off)
-
-    def __post_init__(self):
-        method = str(_off(self.method))
-        object.__setattr__(self, "method", method)
-        object.__setattr__(self, "k", 0 if method == "off" else int(self.k))
-
-    @classmethod
-    def of(cls, method, k=None) -> "SpecArm":
-        """From stored or configured values: a null/NaN/false method is off, a null k is the default count."""
-        if isinstance(method, float) and method != method:
-            method = None
-        if k is None or isinstance(k, float) and k != k:
-            k = DEFAULT_DRAFT_COUNT
-        return cls(method=_off(method), k=int(k))
-
-    @classmethod
-    def parse(cls, label: str) -> "SpecArm":
-        """"off" → off; "mtp:2" → mtp with k=2; "mtp" → mtp with the default count."""
-        method, _, k = str(label).partition(":")
-        return cls.of(method, int(k) if k else None)
-
-    @property
-    def off(self) -> bool:
-        return self.method == "off"
-
-    @property
-    def label(self) -> str:
-        """"off", "mtp:2", "ngram:3"."""
-        return "off" if self.off else f"{self.method}:{self.k}"
-
-    def __str__(self) -> str:
-        return self.label
-
-    def speculative_config(self, extra: Optional[dict] = None) -> Optional[dict]:
-        """vLLM's `speculative_config` engine argument for this arm (None when off): the method's defaults,
-        then `extra` (spec.<method>), then the method and k."""
-        if self.off:
-            return None
-        spec = SPEC_METHODS.get(self.method)
-        cfg = dict(spec.defaults if spec else {})
-        cfg.update(extra or {})
-        cfg.update({"method": self.method, "num_speculative_tokens": self.k})
-        return cfg
-
-
-def spec_arms(*, methods: list, ks: list[int]) -> list[SpecArm]:
-    """Method × k, where `off` takes no k (so it appears once)."""
-    arms: list[SpecArm] = []
-    for method in methods:
-        for k in ([0] if _off(method) == "off" else ks):
-            arm = SpecArm(method=method, k=k)
-            if arm not in arms:
-                arms.append(arm)
-    return arms
 
 
 # ---- sections ---------------------------------------------------------------------------------------------------
@@ -265,16 +172,12 @@ class TrackingSection:
 
 
 @dataclass(kw_only=True)
-class SloSection:
-    """execution.slo: latency targets for goodput, in ms (null: not set)."""
+class OldExecutionSlo:
+    """execution.slo, the older name of the `slo` block (runner.slo): read for one release, with a warning."""
 
     ttft_ms: Optional[float] = None
     tpot_ms: Optional[float] = None
     e2e_ms: Optional[float] = None
-
-    def targets(self) -> dict[str, float]:
-        """The targets that are set, name → ms."""
-        return {k: v for k, v in vars(self).items() if v is not None}
 
 
 class Residency(enum.StrEnum):
@@ -331,7 +234,7 @@ class ExecutionSection:
     shutdown_timeout_s: float = field(default=10, metadata=_fix("execution.shutdown_timeout_s=10",
                                                                  "must be seconds > 0"))
     engine_start: str = "auto"  # auto | spawn | forkserver (EngineStart)
-    slo: SloSection = field(default_factory=SloSection)
+    slo: OldExecutionSlo = field(default_factory=OldExecutionSlo)  # older name of the root's `slo`
 
     def __post_init__(self):
         errors = []
@@ -398,13 +301,10 @@ class GridSection:
         "sweep.grid.spec_acceptance_profile=[real,[0.86,0.74,0.64]]", "must be a list of profiles"))
 
     def __post_init__(self):
-        self.spec_method = [_off(m) for m in self.spec_method]
+        self.spec_method = [method_name(m) for m in self.spec_method]
 
     def values(self, axis: str) -> list:
         return list(getattr(self, axis))
-
-    def spec_arms(self) -> list[SpecArm]:
-        return spec_arms(methods=self.spec_method, ks=self.num_speculative_tokens)
 
 
 @dataclass(kw_only=True)
@@ -593,11 +493,14 @@ class RunConfig:
     tracking: TrackingSection = field(default_factory=TrackingSection)
     sweep: SweepSection
     execution: ExecutionSection = field(default_factory=ExecutionSection)
+    # Latency targets (runner.slo): the block as written; after build the typed Slo, older blocks' targets included.
+    slo: SloSection = field(default_factory=SloSection)
     run: str = "default"  # the run's name: the same name resumes
     output_root: str = "outputs"
     dry_run: bool = False  # print the plan, start nothing
     retry_failed: bool = False  # re-run trials that failed in an earlier attempt of this run
-    # The report's settings (true/false or a dict; parsed by runner.config.report).
+    # The report's settings: true/false or a block as written (untyped, so that `report=false` may replace the
+    # block); after build the typed ReportSettings (runner.config.report).
     report: Any = True
 
     def __post_init__(self):
@@ -609,6 +512,15 @@ class RunConfig:
                               f"(fix: spec.{method}={{}})")
         self.spec = {m: dict(extra or {}) for m, extra in self.spec.items() if extra is None or isinstance(extra, dict)}
         self.workload = {name: dict(params or {}) for name, params in self.workload.items()}
+        try:  # typed once; dataclasses.replace() passes the typed values back in
+            if isinstance(self.slo, SloSection):
+                old_report = self.report.get("slo") if isinstance(self.report, dict) else None
+                older = old_report_slo(old_report).over(old_execution_slo(vars(self.execution.slo)))
+                self.slo = self.slo.value().over(older)
+            if not isinstance(self.report, ReportSettings):
+                self.report = parse_report_settings(self.report, slo=self.slo)
+        except (SloError, ReportSettingsError) as exc:
+            errors.append(str(exc))
         _problems(errors)
 
     @property

@@ -19,7 +19,7 @@ from runner.execution.failures import fault_point, parse_startup_failure
 from runner.execution.isolation import CounterWindow, GcPauses, ResetFailed, drain, quiet_heap, reset_prefix_cache
 from runner.execution.results import StartResult, TrialResult
 from runner.measurement import counters
-from runner.measurement.metrics import Slo
+from runner.slo import Slo
 from runner.measurement.records import RunKeys, failed_trial_row, request_rows, trial_row
 from runner.measurement.sampling import sampled
 from runner.measurement.workloads import workload_class

@@ -8,11 +8,12 @@ import time
 from typing import Optional
 
 from runner.execution.spec_compat import with_version_compat
-from runner.measurement.metrics import Timeline
+from runner.measurement.latency import Timeline
 from runner.measurement.sampling import GREEDY, Sampling
 from runner.measurement.workloads.base import RequestResult
 from runner.models.source import ModelSource
 from runner.plan.grid import EngineConfig
+from runner.plan.spec_variants import speculative_config
 
 
 def engine_kwargs(*, engine: EngineConfig, model: ModelSource) -> dict:
@@ -30,7 +31,7 @@ def engine_kwargs(*, engine: EngineConfig, model: ModelSource) -> dict:
         disable_log_stats=False,
         worker_extension_cls="runner.execution.worker_probe.MemoryProbe",
     )
-    spec = s.speculative_config(engine.spec_extra)
+    spec = speculative_config(s, engine.spec_extra)
     if spec is not None:
         kwargs["speculative_config"] = spec
         if per_request_spec_supported():

@@ -28,9 +28,8 @@ PRELOAD = ("vllm.v1.engine.core", "vllm.v1.executor.multiproc_executor", "vllm.v
 
 
 def resolve(method: EngineStart) -> EngineStart:
-    """auto: the fork server, on every device. Measured on CPU (bench/engine_start.py) and on an H200 with vLLM
-    0.26 (docs/results/h200-2026-12-03: loads of 16.9-27.4 s against 33.9-80.2 s spawned; spec-off decode the same
-    to 1 % either way)."""
+    """auto: the fork server, on every device: loads faster with the same decode on CPU and on an H200 (figures in
+    docs/benchmarks.md)."""
     if method is not EngineStart.AUTO:
         return method
     return EngineStart.FORKSERVER

@@ -20,6 +20,7 @@ from typing import Optional, Sequence
 import numpy as np
 
 from runner.measurement.stats import interpolate_crossing
+from runner.slo import Slo
 
 # Workload params that set the offered rate: a line of points is everything else.
 RATE_AXES = ("request_rate", "time_scale")
@@ -49,7 +50,7 @@ def _median(values: Sequence[float]) -> float:
 class RatePoint:
     offered: float  # req/s as planned; inf: saturation
     x: float  # its place on the rate axis: the offered rate, or at saturation the measured throughput
-    samples: dict[str, tuple[float, ...]]  # target name → the repeats' figures in ms
+    samples: dict[str, tuple[float, ...]]  # target name (runner.slo.Target.name) → the repeats' figures in ms
 
     @property
     def saturation(self) -> bool:
@@ -58,8 +59,8 @@ class RatePoint:
     def median(self, name: str) -> float:
         return _median(self.samples.get(name, ()))
 
-    def meets(self, slo: dict[str, float]) -> bool:
-        return all(self.median(name) <= limit for name, limit in slo.items())  # NaN does not meet
+    def meets(self, slo: Slo) -> bool:
+        return all(self.median(name) <= limit for name, limit in slo.limits.items())  # NaN does not meet
 
 
 class BracketState(enum.StrEnum):
@@ -93,30 +94,30 @@ def ordered(points: Sequence[RatePoint]) -> list[RatePoint]:
     return sorted(points, key=lambda p: (p.saturation, p.offered))
 
 
-def crossing(xs: Sequence[float], medians: Sequence[dict[str, float]], slo: dict[str, float]) -> tuple[float, int]:
+def crossing(xs: Sequence[float], medians: Sequence[dict[str, float]], slo: Slo) -> tuple[float, int]:
     """(highest x meeting the targets, index of the first point that misses; −1 when none misses), linearly
     interpolated between the two points around the first miss. NaN when the first point misses."""
     for i, figures in enumerate(medians):
-        if all(figures[n] <= limit for n, limit in slo.items()):
+        if all(figures[n] <= limit for n, limit in slo.limits.items()):
             continue
         if i == 0:
             return math.nan, 0
         before = medians[i - 1]
         x0, x1 = xs[i - 1], max(xs[i], xs[i - 1])
         crossings = [interpolate_crossing(x0, before[n], x1, figures[n], limit)
-                     for n, limit in slo.items() if not figures[n] <= limit and not math.isnan(figures[n])]
+                     for n, limit in slo.limits.items() if not figures[n] <= limit and not math.isnan(figures[n])]
         return (min(crossings) if crossings else x0), i
     return xs[-1], -1
 
 
-def crossing_interval(xs: Sequence[float], samples: Sequence[dict[str, Sequence[float]]], slo: dict[str, float], *,
+def crossing_interval(xs: Sequence[float], samples: Sequence[dict[str, Sequence[float]]], slo: Slo, *,
                       rng: np.random.Generator, draws: int = BOOTSTRAP) -> tuple[float, float]:
     """The crossing's 95 % interval: each point's repeats resampled independently, "below the lowest rate" counted
     as that rate."""
     values = []
     for _ in range(draws):
         resampled = [{n: float(np.nanmedian(rng.choice(s[n], size=len(s[n])))) if len(s[n]) else math.nan
-                      for n in slo} for s in samples]
+                      for n in slo.limits} for s in samples]
         value, _ = crossing(xs, resampled, slo)
         values.append(xs[0] if math.isnan(value) else value)
     lo, hi = np.percentile(values, [2.5, 97.5])
@@ -128,7 +129,7 @@ def within_noise(interval: tuple[float, float], low_x: float, high_x: float) -> 
     return interval[1] - interval[0] >= max(high_x, low_x) - low_x
 
 
-def bracket(points: Sequence[RatePoint], slo: dict[str, float], *, precision: float, seed: int = 0) -> Bracket:
+def bracket(points: Sequence[RatePoint], slo: Slo, *, precision: float, seed: int = 0) -> Bracket:
     """The bracket around the highest rate meeting `slo` and whether it needs rates between."""
     line = ordered(points)
     if not line:

@@ -5,10 +5,11 @@ import dataclasses
 from typing import Sequence
 
 from runner.measurement.arrivals import lag_columns, offered_rate
-from runner.measurement.metrics import (Slo, chunk_gaps, combine_hashes, distinct_token_share, e2e, hash_tokens,
+from runner.measurement.latency import (chunk_gaps, combine_hashes, distinct_token_share, e2e, hash_tokens,
                                         trial_latency_summary, tpot, ttft)
 from runner.measurement.workloads.base import RequestResult
 from runner.schema import EngineSettings, RequestRecord, TrialRecord, TrialStatus
+from runner.slo import Slo
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

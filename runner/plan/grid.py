@@ -7,9 +7,9 @@ import itertools
 import json
 from dataclasses import dataclass, field
 
-from runner.config.schema import (ENGINE_AXES, TRIAL_AXES, ArmSection, ConfigError, RunConfig, SpecArm,  # noqa: F401
-                                   SweepSection, spec_arms)
+from runner.config.schema import ENGINE_AXES, TRIAL_AXES, ArmSection, ConfigError, RunConfig, SweepSection  # noqa: F401
 from runner.schema import EngineSettings
+from runner.spec_arm import SpecArm, spec_arms
 
 
 # What defines an engine, and so its id: named here, not derived from EngineSettings' fields, so that a new

@@ -1,4 +1,4 @@
-"""The highest rate each arm sustains within `report.slo` (`sweep.adaptive=rate_search`). Pure.
+"""The highest rate each arm sustains within the config's `slo` (`sweep.adaptive=rate_search`). Pure.
 
 1. saturation: every arm at `request_rate=inf` (everything at once), and any rates the workload gives: the
    request throughput measured there bounds every sustainable rate.
@@ -27,8 +27,9 @@ from runner.measurement.rate_bracket import (Bracket, BracketState, RatePoint, b
 from runner.plan.grid import Plan, build_plan
 from runner.plan.stages import Stage, select
 from runner.schema import TrialStatus
+from runner.slo import Slo
 
-FIX_SLO = "report.slo.ttft_p99_ms=500"
+FIX_SLO = "slo.ttft=500"
 SATURATION = "inf"
 OPEN_ARRIVALS = (Arrival.POISSON, Arrival.GAMMA)
 
@@ -37,16 +38,10 @@ Line = tuple[str, str, str]  # (engine_id, workload, params without the rate)
 
 def _report(config: RunConfig):
     """The report's settings: its SLO is the search's target, its seed the crossing interval's."""
-    from runner.config.report import ReportSettingsError, parse_settings
-
-    try:
-        settings = parse_settings(config.report)
-    except ReportSettingsError as exc:
-        raise ConfigError(str(exc)) from None
-    if not settings.slo:
+    if not config.report.slo:
         raise ConfigError(f"sweep.adaptive=rate_search searches the highest rate within a latency target; "
-                          f"report.slo sets none (fix: {FIX_SLO})")
-    return settings
+                          f"slo sets none (fix: {FIX_SLO})")
+    return config.report
 
 
 def _values(value) -> list:
@@ -94,10 +89,8 @@ def _line(row: dict) -> Line:
     return row["engine_id"], row["workload"], line_params(row.get("workload_params_json"))
 
 
-def line_points(rows: list[dict], slo: dict[str, float]) -> dict[Line, list[RatePoint]]:
+def line_points(rows: list[dict], slo: Slo) -> dict[Line, list[RatePoint]]:
     """Per line, one point per offered rate from its ok trials (the repeats' figures in ms)."""
-    from runner.config.report import SLO_COLUMNS
-
     grouped: dict[Line, dict[float, list[dict]]] = {}
     for row in rows:
         if row.get("status") == TrialStatus.OK:
@@ -108,7 +101,7 @@ def line_points(rows: list[dict], slo: dict[str, float]) -> dict[Line, list[Rate
         for rate, repeats in by_rate.items():
             throughputs = sorted(_number(r.get("request_throughput_req_s")) for r in repeats)
             x = throughputs[len(throughputs) // 2] if math.isinf(rate) else rate
-            samples = {name: tuple(_number(r.get(SLO_COLUMNS[name])) * 1000.0 for r in repeats) for name in slo}
+            samples = {name: tuple(_number(r.get(slo.column(name))) * 1000.0 for r in repeats) for name in slo.limits}
             points.append(RatePoint(offered=rate, x=x, samples=samples))
         lines[key] = points
     return lines

@@ -7,11 +7,14 @@ override that fixes it.
 """
 from __future__ import annotations
 
+import json
 from typing import Any, Optional
 
-from runner.config.acceptance import SYNTHETIC_KEYS, AcceptanceProfile, ProfileKind
-from runner.config.schema import ConfigError, RunConfig, SpecArm
+from runner.config.acceptance import SYNTHETIC_KEYS, AcceptanceProfile, ProfileKind, profile_of_text
+from runner.config.schema import ConfigError, RunConfig
 from runner.measurement.draft_schedule import SCHEDULE_KEY, DraftSchedule, ScheduleError
+from runner.schema import EngineSettings
+from runner.spec_arm import SpecArm
 
 AUTO = "auto"
 DEFAULT_MAX_NUM_SEQS = 256  # vLLM's default where engine.args does not set max_num_seqs
@@ -23,6 +26,19 @@ CPU_SYNTHETIC_REASON = "Synthetic acceptance not supported with CPU sampling"
 
 class SpecVariantError(ConfigError):
     """A schedule or profile the plan cannot give an engine; the message names the fix."""
+
+
+def speculative_config(settings: EngineSettings, extra: Optional[dict] = None) -> Optional[dict]:
+    """vLLM's `speculative_config` of an engine's settings: the arm's, with its schedule and synthetic acceptance."""
+    arm = settings.spec
+    config = arm.speculative_config(extra)
+    if config is None:
+        return None
+    if isinstance(settings.spec_schedule, str) and settings.spec_schedule:
+        config["num_speculative_tokens_per_batch_size"] = json.loads(settings.spec_schedule)
+    profile = settings.spec_acceptance_profile if isinstance(settings.spec_acceptance_profile, str) else None
+    config.update(profile_of_text(profile).speculative_keys(arm.k))
+    return config
 
 
 def arm_schedule(arm, *, index: int, max_num_seqs: int = DEFAULT_MAX_NUM_SEQS) -> Optional[DraftSchedule]:

@@ -6,10 +6,10 @@ from __future__ import annotations
 import os
 from typing import Iterable, Optional
 
-from runner.config.schema import (ENGINE_AXES, SPEC_METHODS, TRIAL_AXES, EngineSection, ModelSection, RunConfig,
-                                   SweepSection)
+from runner.config.schema import ENGINE_AXES, TRIAL_AXES, EngineSection, ModelSection, RunConfig, SweepSection
 from runner.plan import load_checks
 from runner.plan.grid import PlanError
+from runner.spec_arm import SPEC_METHODS, SpecArm
 from runner.plan.spec_variants import check_spec_variants
 
 def grid_values(sweep: SweepSection) -> dict[str, list]:
@@ -300,7 +300,6 @@ def check_spec_rules(*, spec_extra: dict, spec) -> list[str]:
     fields, which forbid any other key), and vLLM's n-gram rule prompt_lookup_min ≤ prompt_lookup_max."""
     import difflib
 
-    from runner.config.schema import SpecArm
     from runner.plan.engine_args import describe_valid, example_value, value_problem
 
     rules = getattr(spec, "speculative", None)

@@ -12,11 +12,23 @@ from runner.measurement.stats import TIE_BAND
 def _slo(text: str) -> tuple[str, float]:
     name, sep, value = text.partition("=")
     if not sep:
-        raise argparse.ArgumentTypeError(f"--slo {text!r}: expected NAME=MS, e.g. ttft_p99_ms=500")
+        raise argparse.ArgumentTypeError(f"--slo {text!r}: expected KEY=VALUE, e.g. ttft=500")
     try:
         return name.strip(), float(value)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"--slo {text!r}: {value!r} is not a number of ms") from None
+        raise argparse.ArgumentTypeError(f"--slo {text!r}: {value!r} is not a number") from None
+
+
+def slo_flags(pairs: list[tuple[str, float]] | None):
+    """--slo KEY=VALUE flags as one SLO (the config's `slo` keys; the older report.slo names for one release)."""
+    from runner.slo import OLD_REPORT_KEYS, old_report_slo, slo_of
+
+    if not pairs:
+        return None
+    given = dict(pairs)
+    old = {k: v for k, v in given.items() if k in OLD_REPORT_KEYS}
+    new = {k: v for k, v in given.items() if k not in OLD_REPORT_KEYS}
+    return slo_of(new, where="--slo").over(old_report_slo(old))
 
 
 def _selector(text: str) -> dict:
@@ -46,9 +58,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="device memory bandwidth in TB/s, for a device the report does not know")
     parser.add_argument("--tie-band", type=float, default=None,
                         help=f"ratio band around 1 read as a tie (default: report.tie_band, else {TIE_BAND})")
-    parser.add_argument("--slo", type=_slo, action="append", default=None, metavar="NAME=MS",
-                        help="a latency target (repeatable; replaces report.slo): ttft_p50_ms, ttft_p99_ms, "
-                             "tpot_p50_ms, tpot_p99_ms, e2e_p99_ms")
+    parser.add_argument("--slo", type=_slo, action="append", default=None, metavar="KEY=VALUE",
+                        help="a latency target in ms, or its percentile (repeatable; replaces the config's slo): "
+                             "ttft, tpot, e2el, percentile (50, 90 or 99; default 99)")
     parser.add_argument("--gpu-hour-usd", type=float, default=None, help="price of one device-hour, for cost")
     parser.add_argument("--seed", type=int, default=None, help="bootstrap seed (default: report.seed, else 0)")
     parser.add_argument("--question", nargs=2, type=_selector, default=None, metavar=("A", "B"),
@@ -63,10 +75,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     from runner.report.build import write_report
-    from runner.report.metrics import UnknownWorkload
+    from runner.report.samples import UnknownWorkload
     from runner.config.report import ReportSettingsError
+    from runner.slo import SloError
 
-    overrides = {"tie_band": args.tie_band, "slo": dict(args.slo) if args.slo else None,
+    try:
+        slo = slo_flags(args.slo)
+    except SloError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    overrides = {"tie_band": args.tie_band, "slo": slo,
                  "gpu_hour_usd": args.gpu_hour_usd, "seed": args.seed}
     question = None if args.question is None else {"a": args.question[0], "b": args.question[1],
                                                    "name": args.question_name}

@@ -15,7 +15,7 @@ import pandas as pd
 from runner.measurement.decision import Candidate, DecisionKind, decide
 from runner.plan.question import matches
 from runner.report.arms import POINT_FIELDS, point_axes, point_coords
-from runner.report.metrics import deciding_metric
+from runner.report.samples import deciding_metric
 from runner.report.verdict import crossovers as crossings_of
 from runner.report.verdict import describe_range, interval_range, ratio_range
 

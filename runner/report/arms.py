@@ -14,7 +14,7 @@ import json
 
 import pandas as pd
 
-from runner.config.schema import SpecArm
+from runner.spec_arm import SpecArm
 from runner.plan.labels import engine_labels
 from runner.schema import EngineSettings
 

@@ -13,7 +13,7 @@ from runner.report.answer import answer_table, draft_count_lines
 from runner.report.arms import add_arms, describe_point, fixed_params, point_axes, point_coords
 from runner.report.cost import cost_table
 from runner.report.load import Results, load_results
-from runner.report.metrics import deciding_metric, point_table, sample_values
+from runner.report.samples import deciding_metric, point_table, sample_values
 from runner.report.pareto import pareto_points
 from runner.report.profiles import profiles_as_points
 from runner.report.schedule_report import (acceptance_predictions, derived_schedules, schedule_outcomes,
@@ -22,7 +22,8 @@ from runner.report.race_report import race_stops
 from runner.report.recommend import recommendation
 from runner.report.render import md_table, percent, section
 from runner.config.report import ReportSettings, parse_settings
-from runner.report.slo import arm_point_figures, max_concurrency, slo_choices
+from runner.slo import config_slo
+from runner.report.latency_target import arm_point_figures, max_concurrency, slo_choices
 
 
 ANSWER_FILE = "answer.json"  # the Answer table as records: the W&B sweep run shows it
@@ -77,7 +78,8 @@ class Report:
 
 def settings_of(results: Results) -> ReportSettings:
     """The first folder's persisted `report` settings (defaults when it has none)."""
-    return parse_settings(results.configs[0].get("report") if results.configs else None)
+    config = results.configs[0] if results.configs else {}
+    return parse_settings(config.get("report"), slo=config_slo(config))
 
 
 def analyse(results: Results, *, bandwidth: float | None = None, settings: ReportSettings | None = None) -> Analysis:
@@ -329,7 +331,7 @@ def echo_headlines(a: Analysis, path: Path, plot_files: list[Path]) -> None:
               f"{a.race['device s saved (est.)'].sum():,.0f} device-s saved:\n"
               + md_table(a.race.drop(columns=["reason"])))
     if len(a.slo_choices):
-        print(f"\nunder the SLO ({a.settings.slo_text()}):\n" + md_table(
+        print(f"\nunder the SLO ({a.settings.slo.text()}):\n" + md_table(
             a.slo_choices.assign(point=a.point_text(a.slo_choices))[
                 ["workload", "point", "choice", "tok/s per device", "ratio", "verdict"]]))
     print("\n" + sections.answer_text(a))

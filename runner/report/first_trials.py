@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from runner.report.metrics import deciding_metric
+from runner.report.samples import deciding_metric
 
 BAND = 0.10  # a first trial within 10 % of the later rounds' median passes
 POINT = ["engine_id", "workload", "workload_params_json", "concurrency"]

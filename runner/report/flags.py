@@ -180,7 +180,7 @@ def bandwidth_shares(points: pd.DataFrame, engines: pd.DataFrame, *,
     bandwidth / weight bytes. Speculative decoding emits more than one token per read, so its share can
     pass 100%: it is a yardstick, not a ceiling.
     """
-    from runner.report.metrics import deciding_metric
+    from runner.report.samples import deciding_metric
 
     decode = points[np.array([deciding_metric(w).unit == "tok/s" for w in points.workload], dtype=bool)]
     ok_engines = engines[engines.status == EngineStatus.OK] if len(engines) else engines

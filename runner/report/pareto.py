@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from runner.report.slo import PER_DEVICE, per_device
+from runner.report.latency_target import PER_DEVICE, per_device
 from runner.schema import TrialStatus
 
 

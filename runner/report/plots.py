@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from runner.report.arms import CONCURRENCY, fixed_params, point_axes, workload_params
-from runner.report.metrics import deciding_metric
+from runner.report.samples import deciding_metric
 from runner.schema import EngineStatus, TrialStatus
 
 

@@ -1,14 +1,14 @@
 """Open-loop trials against their offered rate: latency percentiles, goodput, and each arm's highest rate that
-meets `report.slo`, with an interval. Pure: reads persisted trials and requests only.
+meets the config's `slo`, with an interval. Pure: reads persisted trials and requests only.
 
 A line is one arm at one workload point with the rate axes (`request_rate`, a trace's `time_scale`) left out; its
 points are the offered rates, `inf` (everything at once: saturation) placed at the request throughput it measured.
 A point meets the SLO when the median over repeats of every targeted trial figure is within its limit (as in
-runner.report.slo). The highest sustainable rate is interpolated linearly between the last point that meets it
-and the first that does not; its 95 % interval is a seeded bootstrap of that crossing (each point's repeats
+runner.report.latency_target). The highest sustainable rate is interpolated linearly between the last point that
+meets it and the first that does not; its 95 % interval is a seeded bootstrap of that crossing (each point's repeats
 resampled independently), never narrower than what the grid can say: "≥ r" when every measured rate meets it,
 "< r" when even the lowest misses. Goodput = the trial's measured requests meeting every target as a per-request
-limit (TTFT, TPOT or E2E ≤ its tightest limit) / `duration_s` (vLLM's `--goodput`).
+limit (TTFT, TPOT or E2EL ≤ its tightest target) / `duration_s` (vLLM's `--goodput`).
 """
 from __future__ import annotations
 
@@ -20,20 +20,17 @@ import pandas as pd
 
 from runner.measurement.rate_bracket import crossing, crossing_interval, line_params, within_noise
 from runner.report.render import md_table, section
-from runner.config.report import SLO_COLUMNS
 from runner.schema import TrialStatus
+from runner.slo import Metric, Slo
 
 OPEN_LOOP = ("poisson", "gamma", "trace")
-# Per-request columns a report.slo name bounds (its percentile becomes a per-request limit for goodput).
-REQUEST_LIMITS = {"ttft": "ttft_s", "tpot": "tpot_s", "e2e": "e2e_s"}
+# The per-request column each metric's target bounds as a limit for goodput.
+REQUEST_COLUMNS = {Metric.TTFT: "ttft_s", Metric.TPOT: "tpot_s", Metric.E2EL: "e2e_s"}
 
 
-def request_goodput(trials: pd.DataFrame, requests: pd.DataFrame, slo: dict[str, float]) -> pd.Series:
+def request_goodput(trials: pd.DataFrame, requests: pd.DataFrame, slo: Slo) -> pd.Series:
     """Per trial (indexed like `trials`): measured requests within every per-request limit / duration_s."""
-    limits: dict[str, float] = {}
-    for name, ms in slo.items():
-        column = REQUEST_LIMITS[name.split("_")[0]]
-        limits[column] = min(limits.get(column, math.inf), ms / 1000.0)
+    limits = {REQUEST_COLUMNS[metric]: s for metric, s in slo.request_limits_s().items()}
     if not limits or not len(requests):
         return pd.Series(np.nan, index=trials.index)
     chosen = requests[requests.error.isna() & (requests.phase == "measured")].copy()
@@ -47,7 +44,7 @@ def request_goodput(trials: pd.DataFrame, requests: pd.DataFrame, slo: dict[str,
     return counts / pd.to_numeric(trials.duration_s, errors="coerce")
 
 
-def rate_points(trials: pd.DataFrame, requests: pd.DataFrame, slo: dict[str, float]) -> pd.DataFrame:
+def rate_points(trials: pd.DataFrame, requests: pd.DataFrame, slo: Slo) -> pd.DataFrame:
     """One row per (workload, line, arm, offered rate) of the ok open-loop trials."""
     if "arrival" not in trials:
         return pd.DataFrame()
@@ -68,12 +65,12 @@ def rate_points(trials: pd.DataFrame, requests: pd.DataFrame, slo: dict[str, flo
                "ttft_p99_ms": float(pd.to_numeric(group.ttft_p99_s, errors="coerce").median()) * 1000,
                "tpot_p50_ms": float(pd.to_numeric(group.tpot_p50_s, errors="coerce").median()) * 1000,
                "client_behind": bool(group.client_behind.fillna(False).astype(bool).any()),
-               "samples": {name: [float(v) * 1000 for v in pd.to_numeric(group[SLO_COLUMNS[name]],
+               "samples": {name: [float(v) * 1000 for v in pd.to_numeric(group[slo.column(name)],
                                                                           errors="coerce")]
-                           for name in slo}}
+                           for name in slo.limits}}
         medians = {name: float(np.nanmedian(v)) if len(v) else math.nan for name, v in row["samples"].items()}
         row.update({f"slo:{name}": m for name, m in medians.items()})
-        row["meets"] = all(m <= slo[name] for name, m in medians.items())  # NaN does not meet
+        row["meets"] = all(m <= slo.limits[name] for name, m in medians.items())  # NaN does not meet
         rows.append(row)
     points = pd.DataFrame(rows)
     # Saturation (inf) stays last on its line whatever its measured throughput.
@@ -81,13 +78,13 @@ def rate_points(trials: pd.DataFrame, requests: pd.DataFrame, slo: dict[str, flo
     return points.sort_values(["workload", "line", "arm_order", "order"]).drop(columns="order").reset_index(drop=True)
 
 
-def highest_rates(points: pd.DataFrame, slo: dict[str, float], *, seed: int = 0) -> pd.DataFrame:
+def highest_rates(points: pd.DataFrame, slo: Slo, *, seed: int = 0) -> pd.DataFrame:
     """Per line and arm: the highest sustainable rate, its bootstrap interval and the bracket the grid gives."""
     rows = []
     rng = np.random.default_rng(seed)
     for (workload, line, arm), group in points.groupby(["workload", "line", "arm"], sort=False):
         xs = list(group.x)
-        medians = [{n: float(np.nanmedian(s[n])) if len(s[n]) else math.nan for n in slo} for s in group.samples]
+        medians = [{n: float(np.nanmedian(s[n])) if len(s[n]) else math.nan for n in slo.limits} for s in group.samples]
         estimate, miss = crossing(xs, medians, slo)
         lo, hi = crossing_interval(xs, list(group.samples), slo, rng=rng)
         rates = [("inf→" if math.isinf(o) else "") + f"{x:.3g}" for o, x in zip(group.offered, xs)]
@@ -134,13 +131,13 @@ def rate_section(a) -> str:
         "meets SLO": ["yes" if m else "no" for m in points.meets] if slo else "–",
         "client behind": ["yes" if b else "" for b in points.client_behind]})
     blocks = ["Open-loop trials by offered rate (medians over repeats). Throughput = measured requests completed / "
-              "their span; goodput counts those within every `report.slo` target taken as a per-request limit. "
+              "their span; goodput counts those within every `slo` target taken as a per-request limit. "
               "\"client behind\": the sends ran late (p99 lag > 10 ms), so that point measured the client."]
     if slo:
         best = highest_rates(points, slo, seed=a.settings.seed)
         blocks.append(md_table(pd.DataFrame({
             "workload": best.workload, "params": [_line_text(a, w, l) for w, l in zip(best.workload, best.line)],
-            "arm": best.arm, f"highest rate within the SLO ({a.settings.slo_text()})": best["within the SLO"],
+            "arm": best.arm, f"highest rate within the SLO ({a.settings.slo.text()})": best["within the SLO"],
             "bracket": best.bracket, "repeats": best.repeats, "measured": best["measured rates (req/s)"],
             "client behind at": best["client behind at"]})))
         blocks.append("Interpolated between the two measured rates around the crossing; [95 % interval]: a seeded "
@@ -149,7 +146,7 @@ def rate_section(a) -> str:
                       "sweep.rate_search.precision, or within the repeats' noise: the interval is as wide as the "
                       "bracket).")
     else:
-        blocks.append("No `report.slo` target: set one (e.g. report.slo.ttft_p99_ms=500, or --slo ttft_p99_ms=500) "
+        blocks.append("No `slo` target: set one (e.g. slo.ttft=500, or --slo ttft=500) "
                       "for each arm's highest sustainable rate.")
     blocks.append(md_table(table))
     return section("Against offered rate", *blocks)
@@ -176,15 +173,15 @@ def plot_rates(a, out_dir: Path) -> Path | None:
             latency.plot(row.x, row.ttft_p99_ms, marker="^", linestyle="--", color=drawn[0].get_color(),
                          label=f"{label} TTFT p99")
             good.plot(row.x, row.goodput if a.settings.slo else row.throughput, marker="o", label=label)
-        for name, limit in a.settings.slo.items():
-            if name.startswith("ttft"):
-                latency.axhline(limit, color="grey", linewidth=0.8, linestyle=":")
+        for target in a.settings.slo.targets:
+            if target.metric == Metric.TTFT:
+                latency.axhline(target.ms, color="grey", linewidth=0.8, linestyle=":")
         good.plot(sorted(mine.x), sorted(mine.x), color="grey", linewidth=0.6, linestyle=":", label="offered")
         latency.set_ylabel("ms")
         latency.set_title(f"{workload}: TTFT percentiles", fontsize=10)
         good.set_ylabel("req/s")
-        good.set_title(f"{workload}: " + ("goodput (within report.slo)" if a.settings.slo else
-                                          "throughput (no report.slo)"), fontsize=10)
+        good.set_title(f"{workload}: " + ("goodput (within the SLO)" if a.settings.slo else
+                                          "throughput (no SLO)"), fontsize=10)
         for ax in (latency, good):
             ax.set_xlabel("offered req/s (saturation: at its measured throughput)")
             ax.set_xlim(left=0)

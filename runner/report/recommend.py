@@ -14,7 +14,7 @@ from typing import Any, Optional
 
 import pandas as pd
 
-from runner.config.schema import SpecArm
+from runner.spec_arm import SpecArm
 from runner.measurement.decision import DecisionKind, one_for_all
 from runner.report.arms import point_axes, point_coords
 from runner.report.verdict import (CAPACITY_OUTCOME, SINGLE_K_RULE, TIE_OUTCOME, describe_range, interval_range,

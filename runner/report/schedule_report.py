@@ -17,7 +17,7 @@ from runner.measurement.decision import Candidate, DecisionKind, decide
 from runner.measurement.draft_schedule import DraftSchedule, ScheduleError, build_schedule, check_with_vllm
 from runner.measurement.spec_predict import predict_acceptance
 from runner.report.arms import POINT_FIELDS
-from runner.report.metrics import deciding_metric
+from runner.report.samples import deciding_metric
 from runner.schema import TrialStatus
 
 DEFAULT_MAX_NUM_SEQS = 256  # vLLM's default where the sweep does not set max_num_seqs

@@ -50,9 +50,8 @@ def answer_text(a) -> str:
 def slo_section(a) -> str:
     s = a.settings
     if not s.slo:
-        return section("Under a latency target", "No SLO set (set one with report.slo.ttft_p99_ms=500 in the "
-                       "sweep, or --slo ttft_p99_ms=500 here; targets: ttft_p50_ms, ttft_p99_ms, tpot_p50_ms, "
-                       "tpot_p99_ms, e2e_p99_ms).")
+        return section("Under a latency target", "No SLO set (set one with slo.ttft=500 in the sweep, or "
+                       "--slo ttft=500 here; targets in ms: ttft, tpot, e2el, at slo.percentile: 50, 90 or 99).")
     choices = a.slo_choices.assign(point=a.point_text(a.slo_choices)).drop(columns=["workload_params_json",
                                                                                     "concurrency"])
     choices = choices[["workload", "point", "meeting", "choice", "tok/s per device", "next", "ratio", "verdict"]]
@@ -62,7 +61,7 @@ def slo_section(a) -> str:
                                                                     "measured"]]
     return section(
         "Under a latency target",
-        f"SLO: {s.slo_text()}. A point meets it when the median over repeats of each targeted trial figure is "
+        f"SLO: {s.slo.text()}. A point meets it when the median over repeats of each targeted trial figure is "
         f"within its limit. Throughput per device = aggregate decode tok/s ÷ tensor_parallel_size; the choice is "
         f"the arm with the most of it among those that meet the SLO, against the next one (ratio of medians "
         f"[95% interval, as in the verdicts]; a tie when the interval reaches into ±{s.tie_band:.0%}).",
@@ -206,7 +205,7 @@ def schedule_section(a) -> str:
 def first_trial_section(a) -> str:
     """Each load's and wake's first trial against the same point in later rounds (runner.report.first_trials)."""
     from runner.report.first_trials import BAND, first_at_point_checks, first_trial_checks, point_line, summary_line
-    from runner.report.metrics import sample_values
+    from runner.report.samples import sample_values
 
     r = a.results
     samples = sample_values(r.trials, r.requests)

@@ -19,7 +19,7 @@ import pandas as pd
 from runner.measurement.decision import Candidate, DecisionKind, decide
 from runner.measurement.stats import MIN_REPEATS, TIE_BAND, ratio_interval
 from runner.report.arms import POINT_FIELDS, axis_short, point_axes, point_coords
-from runner.report.metrics import deciding_metric
+from runner.report.samples import deciding_metric
 
 CAPACITY_OUTCOME = DecisionKind.CAPACITY.value
 TIE_OUTCOME = DecisionKind.TIE.value

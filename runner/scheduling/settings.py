@@ -6,8 +6,8 @@ from dataclasses import dataclass
 from typing import Optional
 
 from runner.config.schema import EngineSection, EngineStart, Residency, RunConfig, Warmup
-from runner.measurement.metrics import Slo
 from runner.scheduling.device import DevicePolicy, policy_for
+from runner.slo import Slo
 
 # Passed on to every actor when the driver's environment has them (node-wide switches of vLLM, Ray, the runner).
 CARRIED_ENV = ("VLLM_USE_FLASHINFER_SAMPLER", "RUNNER_CACHE_DIR", "PYTHONPATH", "VLLM_CPU_OMP_THREADS_BIND",
@@ -30,7 +30,7 @@ class ExecutionSettings:
     trial_timeout_s: float
     start_timeout_s: float
     max_trial_retries: int
-    slo: Slo  # per-request latency targets for goodput
+    slo: Slo  # the latency targets goodput counts requests against
     warmup: Warmup
     warmup_output_cap: Optional[int]
     resident: Residency
@@ -53,7 +53,7 @@ class ExecutionSettings:
                    device_units=capacity.device_units, cpus_per_engine=float(config.cluster.cpus_per_engine),
                    env=execution_env(config.engine), trial_timeout_s=float(execution.trial_timeout_s),
                    start_timeout_s=float(execution.start_timeout_s), max_trial_retries=execution.max_trial_retries,
-                   slo=Slo(**execution.slo.targets()), warmup=execution.warmup,
+                   slo=config.slo, warmup=execution.warmup,
                    warmup_output_cap=execution.warmup_output_cap, resident=execution.resident,
                    deadline_s=execution.deadline_s, order_seed=execution.order_seed,
                    shutdown_timeout_s=float(execution.shutdown_timeout_s), race=sweep.race,

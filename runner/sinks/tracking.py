@@ -17,8 +17,8 @@ class NullTracker:
         pass
 
 
-def open_tracker(*, tracking, keys, run_dir: Path, plan):
-    """`keys` and `plan` are part of the call the CLI makes; the export reads everything from the run's files."""
+def open_tracker(*, tracking, run_dir: Path):
+    """The run's tracker; the export reads everything from the run's files."""
     if not tracking.enabled or tracking.mode == "disabled":
         return NullTracker()
     if importlib.util.find_spec("wandb") is None:  # W&B is optional: Parquet stays the record

@@ -38,7 +38,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from runner.config.schema import SpecArm
+from runner.spec_arm import SpecArm
 from runner.schema import EngineSettings, EngineStatus, RequestRecord, TrialRecord, TrialStatus, column_names
 
 LEDGER = "exported.json"

@@ -22,6 +22,7 @@ def test_recommendation_yaml_content_and_settings_from_the_run_folder(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "runner.report", str(run), "--out", str(out), "--quiet"],
                           cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
+    assert "report.slo.ttft_p99_ms is deprecated" in proc.stderr and "use slo.ttft=200" in proc.stderr  # older key
     rec = yaml.safe_load((out / "recommendation.yaml").read_text())
     decode = rec["workloads"]["decode"]
     # mtp:2 wins at c=1 and c=4 (1.50× and 1.11× per session), off at c=16 (1.33×): mtp:2 wins most points.
@@ -40,7 +41,7 @@ def test_recommendation_yaml_content_and_settings_from_the_run_folder(tmp_path):
     # A flag overrides the persisted setting; a bad one is an error that names the fix.
     proc = subprocess.run([sys.executable, "-m", "runner.report", str(run), "--out", str(out), "--quiet",
                            "--slo", "ttft_p42_ms=1"], cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 2 and "valid: ttft_p50_ms" in proc.stderr
+    assert proc.returncode == 2 and "valid: ttft, tpot, e2el, percentile (fix: --slo ttft=500)" in proc.stderr
 
 
 def test_h200_results_without_the_new_columns(tmp_path):

@@ -4,7 +4,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from runner.measurement.metrics import Timeline
+from runner.measurement.latency import Timeline
 from runner.measurement.workloads.base import RequestResult
 
 

@@ -1,6 +1,7 @@
 import pytest
 
-from runner.config.schema import SpecArm, run_config, spec_arms
+from runner.config.schema import run_config
+from runner.spec_arm import SpecArm, spec_arms
 from runner.plan.grid import PlanError, build_plan, stable_hash
 
 GRID = {"spec_method": ["off", "mtp"], "num_speculative_tokens": [1, 2, 3], "enable_prefix_caching": [True],

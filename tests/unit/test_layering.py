@@ -9,6 +9,8 @@ The rules, over `import` statements read with `ast` (no module is imported here)
 - report (reports from persisted files only) also never imports runner.sinks, except the Parquet sink's read
   helpers (`from runner.sinks.parquet import has_table, read_frame, ...`; see READ_HELPERS);
 - models, measurement and sinks never import runner.report;
+- the shared value modules (the result schema, the speculative arm, the SLO) import no runner package, so that
+  config, plan, execution, sinks and report can all import them;
 - only runner/__main__.py imports runner.cli (the entry point sits on top of everything);
 - no import cycles between runner's modules.
 """
@@ -116,6 +118,16 @@ def test_the_drivers_pure_modules_import_no_ray(module):
             assert not within(target, "ray"), f"{MODULES[current].relative_to(RUNNER.parent)}:{line} imports {target}"
             if target in MODULES and target not in seen and within(target, "runner.scheduling"):
                 seen.append(target)
+
+
+SHARED_VALUES = ("runner.schema", "runner.spec_arm", "runner.slo")
+
+
+@pytest.mark.parametrize("module", SHARED_VALUES)
+def test_the_shared_values_import_no_runner_package(module):
+    found = [f"{line}: {target}" for line, target, _ in imports(module)
+             if within(target, "runner") and target not in SHARED_VALUES]
+    assert not found, f"{module} imports " + ", ".join(found)
 
 
 def test_only_the_entry_point_imports_the_cli():

@@ -12,11 +12,12 @@ from runner.measurement.rate_bracket import (BracketState, RatePoint, bracket, l
                                              round_rate)
 from runner.plan.rate_search import line_points
 from runner.plan.stages import adaptive_study
+from runner.slo import Metric, Slo, Target
 
 # Per arm: the throughput saturation measures, and the rate where TTFT p99 reaches the preset's 50 ms target.
 CAPACITY = {"off": 300.0, "mtp": 240.0}
 LIMIT_MS = 50.0
-GPU = ["sweep.preset=null", "report.slo.ttft_p99_ms=500"]  # the file's own size, a target from the command line
+GPU = ["sweep.preset=null", "slo.ttft=500"]  # the file's own size, a target from the command line
 
 
 def _config(*overrides):
@@ -59,7 +60,7 @@ def _run(config, study, *, failed_rates=()) -> tuple[list, list[dict]]:
 
 
 def _brackets(config, rows):
-    slo = {"ttft_p99_ms": LIMIT_MS}
+    slo = Slo(targets=(Target(metric=Metric.TTFT, ms=LIMIT_MS),))
     return {key[0]: bracket(points, slo, precision=config.sweep.rate_search.precision)
             for key, points in line_points(rows, slo).items()}
 
@@ -142,14 +143,14 @@ def test_given_rates_run_with_saturation_as_written():
 
 
 def test_max_stages_bounds_the_search():
-    config = _config("sweep.preset=null", f"report.slo.ttft_p99_ms={LIMIT_MS}", "sweep.rate_search.max_stages=2")
+    config = _config("sweep.preset=null", f"slo.ttft={LIMIT_MS}", "sweep.rate_search.max_stages=2")
     stages, _ = _run(config, adaptive_study("rate_search"))
     assert [s.name for s in stages] == ["saturation", "rates-1"]
 
 
 @pytest.mark.parametrize("overrides, words", [
     (["sweep.adaptive=bogus"], "rate_search"),
-    (["sweep.preset=null"], "fix: report.slo.ttft_p99_ms=500"),
+    (["sweep.preset=null"], "fix: slo.ttft=500"),
     ([*GPU, "workload.decode.arrival=closed"], "fix: workload.decode.arrival=poisson"),
     ([*GPU, "workload.decode.request_rate=[0,inf]"], "fix: workload.decode.request_rate=inf"),
     ([*GPU, "workload.decode.request_rate=fast"], "fix: workload.decode.request_rate=inf"),
@@ -174,10 +175,10 @@ def test_bad_search_settings_are_refused_naming_the_override(override, fix):
 
 
 def _point(rate, *ms, x=None):
-    return RatePoint(offered=rate, x=rate if x is None else x, samples={"ttft_p99_ms": tuple(ms)})
+    return RatePoint(offered=rate, x=rate if x is None else x, samples={SLO.targets[0].name: tuple(ms)})
 
 
-SLO = {"ttft_p99_ms": 50.0}
+SLO = Slo(targets=(Target(metric=Metric.TTFT, ms=50.0),))
 
 
 def test_the_bracket_is_the_last_rate_within_the_target_and_the_first_past_it():

@@ -9,11 +9,12 @@ from runner.measurement.decision import Candidate, DecisionKind, decide
 from runner.measurement.stats import ratio_interval
 from runner.report.build import analyse, write_report
 from runner.report.load import load_results
-from runner.report.metrics import UnknownWorkload, deciding_metric
+from runner.report.samples import UnknownWorkload, deciding_metric
 from runner.report.pareto import front_mask
 from runner.config.report import ReportSettings, ReportSettingsError, parse_settings
 from runner.report.verdict import TIE_OUTCOME, TOO_FEW_OUTCOME
 from runner.schema import RequestRecord, TrialRecord
+from runner.slo import Metric, Slo, Target
 
 from tests.support.results import Sweep, slo_study
 
@@ -106,7 +107,7 @@ def test_the_distribution_free_bounds_follow_the_mann_whitney_table():
 
 def test_slo_choice_and_interpolated_max_concurrency(tmp_path):
     run = slo_study().write(tmp_path / "slo")
-    a = analyse(load_results([run]), settings=ReportSettings(slo={"ttft_p99_ms": 200.0}))
+    a = analyse(load_results([run]), settings=ReportSettings(slo=Slo(targets=(Target(metric=Metric.TTFT, ms=200.0),))))
     choices = a.slo_choices.set_index("concurrency")
     assert choices.loc[1, "choice"] == "mtp:2" and choices.loc[1, "verdict"] == "best"
     assert choices.loc[4, "choice"] == "mtp:2"
@@ -135,7 +136,6 @@ def test_cost_per_million_tokens(tmp_path):
 def test_settings_parse_old_and_new_forms():
     assert parse_settings(True) == ReportSettings()
     assert parse_settings(False).enabled is False
-    assert parse_settings({"slo": {"ttft_p99_ms": None, "tpot_p50_ms": 30}}).slo == {"tpot_p50_ms": 30.0}
     with pytest.raises(ReportSettingsError, match="fix: report.tie_band=0.02"):
         parse_settings({"tie_band": -1})
 

@@ -8,8 +8,9 @@ import pandas as pd
 import pytest
 
 from runner.report.rates import highest_rates, line_params, rate_points, request_goodput
+from runner.slo import Metric, Slo, Target
 
-SLO = {"ttft_p99_ms": 100.0}
+SLO = Slo(targets=(Target(metric=Metric.TTFT, ms=100.0),))
 
 
 def trials(arm: str, ttft_by_rate: dict, repeats: int = 3, spread: float = 0.0, behind=()):
@@ -64,7 +65,8 @@ def test_goodput_counts_requests_within_the_tightest_limit_per_figure():
     t = trials("off", {2: 20}, repeats=1)
     requests = pd.DataFrame([{"source": "s", "trial_id": "off-2-0", "phase": "measured", "error": None,
                               "ttft_s": v, "tpot_s": 0.01, "e2e_s": 1.0} for v in (0.01, 0.05, 0.2, 0.3)])
-    good = request_goodput(t, requests, {"ttft_p99_ms": 100, "ttft_p50_ms": 60})
+    good = request_goodput(t, requests, Slo(targets=(Target(metric=Metric.TTFT, ms=100),
+                                                     Target(metric=Metric.TTFT, ms=60, percentile=50))))
     assert good.iloc[0] == pytest.approx(2 / 10.0)
 
 

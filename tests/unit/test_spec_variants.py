@@ -10,6 +10,7 @@ from runner.config.schema import ConfigError, run_config
 from runner.execution.spec_compat import schedule_graph_args
 from runner.plan.grid import build_plan
 from runner.plan.labels import plan_labels
+from runner.plan.spec_variants import speculative_config
 from tests.support.plans import plan_error
 from tests.support.results import Sweep
 
@@ -30,10 +31,10 @@ def test_one_engine_per_profile_and_spec_off_once():
         ("mtp", 3, "[0.86,0.74,0.64]")]
     assert len({e.engine_id for e in plan.engines}) == 5
     # An engine drafting k is forced to the profile's first k rates.
-    k1 = settings[2].speculative_config({})
+    k1 = speculative_config(settings[2], {})
     assert k1["rejection_sample_method"] == "synthetic" and k1["synthetic_acceptance_rates"] == [0.86]
-    assert settings[4].speculative_config({})["synthetic_acceptance_rates"] == [0.86, 0.74, 0.64]
-    assert "rejection_sample_method" not in settings[3].speculative_config({})
+    assert speculative_config(settings[4], {})["synthetic_acceptance_rates"] == [0.86, 0.74, 0.64]
+    assert "rejection_sample_method" not in speculative_config(settings[3], {})
     labels = plan_labels(plan.engines)
     assert labels[plan.engines[4].engine_id] == "mtp:3 accept=0.86/0.74/0.64"
 
@@ -69,7 +70,7 @@ def test_measured_profile_reads_an_earlier_runs_rates(tmp_path):
                   "spec_acceptance_profile": [f"measured:{run_dir}"]})
     (engine,) = plan.engines
     assert json.loads(engine.settings.spec_acceptance_profile) == pytest.approx([0.65, 0.5, 0.15])
-    assert engine.settings.speculative_config({})["synthetic_acceptance_rates"] == pytest.approx([0.65, 0.5])
+    assert speculative_config(engine.settings, {})["synthetic_acceptance_rates"] == pytest.approx([0.65, 0.5])
     with pytest.raises(ConfigError, match="no trials"):
         _plan({"spec_acceptance_profile": [f"measured:{tmp_path / 'nowhere'}"]})
     with pytest.raises(ConfigError, match="no eagle trial"):
@@ -83,7 +84,7 @@ def test_a_schedule_arm_drafts_its_largest_k_and_records_the_schedule():
     off, static, scheduled = (e.settings for e in plan.engines)
     assert (scheduled.num_speculative_tokens, scheduled.spec_schedule) == (3, "[[1,1,3],[2,8,1]]")
     assert static.spec_schedule is None and off.spec_schedule is None
-    config = scheduled.speculative_config({})
+    config = speculative_config(scheduled, {})
     assert config["num_speculative_tokens"] == 3
     assert config["num_speculative_tokens_per_batch_size"] == [[1, 1, 3], [2, 8, 1]]
     assert len({e.engine_id for e in plan.engines}) == 3

@@ -129,7 +129,7 @@ def test_grid_values_follow_vllm_rules_too():
 
 
 def test_labels_name_every_difference_and_nothing_shared():
-    from runner.config.schema import SpecArm
+    from runner.spec_arm import SpecArm
     from runner.plan.labels import engine_labels
     from runner.schema import EngineSettings
 

@@ -30,8 +30,7 @@ def test_config_and_summary_hold_the_trial_and_the_engine_figures():
 
 
 def test_tracker_choice(tmp_path):
-    assert isinstance(open_tracker(tracking=TrackingSection(enabled=False), keys=None, run_dir=tmp_path, plan=None), NullTracker)
-    assert isinstance(open_tracker(tracking=TrackingSection(enabled=True, mode="disabled"), keys=None, run_dir=tmp_path,
-                                   plan=None), NullTracker)
-    tracker = open_tracker(tracking=TrackingSection(enabled=True, mode="offline"), keys=None, run_dir=tmp_path, plan=None)
+    assert isinstance(open_tracker(tracking=TrackingSection(enabled=False), run_dir=tmp_path), NullTracker)
+    assert isinstance(open_tracker(tracking=TrackingSection(enabled=True, mode="disabled"), run_dir=tmp_path), NullTracker)
+    tracker = open_tracker(tracking=TrackingSection(enabled=True, mode="offline"), run_dir=tmp_path)
     assert isinstance(tracker, wandb_sink.WandbTracker) and tracker.target.mode == "offline"

@@ -5,7 +5,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Optional, Protocol
 
-from runner.measurement.metrics import Timeline
+from runner.measurement.latency import Timeline
 
 if TYPE_CHECKING:
     from runner.measurement.sampling import Sampling

@@ -7,6 +7,7 @@ from runner.config.schema import run_config
 from runner.plan.grid import EngineConfig, Plan, Trial
 from runner.schema import EngineSettings
 from runner.scheduling.settings import Capacity, ExecutionSettings
+from runner.slo import Slo
 
 
 def rounds_plan(engines: int, trials: int, repeats: int) -> Plan:
@@ -27,9 +28,11 @@ def tp_plan(*, tps_and_trials) -> Plan:
     return Plan(sweep="s", engines=engines, trials=trials)
 
 
-def settings(*, device: str = "cpu", units: int = 1, parallel: int = 1, **execution) -> ExecutionSettings:
+def settings(*, device: str = "cpu", units: int = 1, parallel: int = 1, slo: Slo = Slo(),
+             **execution) -> ExecutionSettings:
     """The settings a run of the default config would build, on `units` device units."""
     config = run_config(sweep_name="s", model="m", grid={"spec_method": ["off"]}, workloads={"decode": {}})
+    config.slo = slo
     config.engine = dataclasses.replace(config.engine, device=device)
     config.execution = dataclasses.replace(config.execution, **execution)  # checked and typed again
     return ExecutionSettings.of(config, capacity=Capacity(device_units=units, max_parallel_engines=parallel))

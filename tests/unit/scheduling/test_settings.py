@@ -1,10 +1,10 @@
 """The driver's settings come from the typed config once, enums kept."""
 from __future__ import annotations
 
-from runner.config.schema import EngineStart, Residency, RunConfig, SloSection, Warmup
-from runner.measurement.metrics import Slo
+from runner.config.schema import EngineStart, Residency, RunConfig, Warmup
 from runner.scheduling.device import CUDA
 from runner.scheduling.settings import ExecutionSettings, execution_env
+from runner.slo import Metric, Slo, Target
 from tests.unit.scheduling.plans import settings
 
 
@@ -13,7 +13,8 @@ def test_settings_keep_the_configs_enums_and_values():
     assert s.resident is Residency.OFF and s.warmup is Warmup.OFF and s.engine_start is EngineStart.AUTO
     assert (s.device_units, s.max_parallel_engines, s.order_seed, s.deadline_s) == (8, 2, 7, 60)
     assert s.policy is CUDA
-    assert settings(slo=SloSection(ttft_ms=200)).slo == Slo(ttft_ms=200)  # the actor's goodput targets, typed
+    slo = Slo(targets=(Target(metric=Metric.TTFT, ms=200),))
+    assert settings(slo=slo).slo == slo  # the actor's goodput targets: the config's one SLO
 
 
 def test_every_setting_comes_from_the_config_none_has_a_default_of_its_own():

@@ -6,6 +6,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Optional, Sequence
 
+from runner.slo import Metric, Slo
+
 
 @dataclass(kw_only=True)
 class Timeline:
@@ -88,19 +90,13 @@ def summarize(values: Sequence[Optional[float]], *, prefix: str) -> dict[str, Op
     }
 
 
-@dataclass(frozen=True, kw_only=True)
-class Slo:
-    ttft_ms: Optional[float] = None
-    tpot_ms: Optional[float] = None
-    e2e_ms: Optional[float] = None
+_FIGURES = {Metric.TTFT: ttft, Metric.TPOT: tpot, Metric.E2EL: e2e}
 
-    @property
-    def empty(self) -> bool:
-        return self.ttft_ms is None and self.tpot_ms is None and self.e2e_ms is None
 
-    def met_by(self, t: Timeline) -> bool:
-        checks = [(self.ttft_ms, ttft(t)), (self.tpot_ms, tpot(t)), (self.e2e_ms, e2e(t))]
-        return all(limit is None or (value is not None and value * 1000 <= limit) for limit, value in checks)
+def within(slo: Slo, t: Timeline) -> bool:
+    """Each of the request's figures is within its tightest target (a request without one does not meet it)."""
+    return all((value := _FIGURES[metric](t)) is not None and value <= limit
+               for metric, limit in slo.request_limits_s().items())
 
 
 def measured_span(timelines: Sequence[Timeline]) -> Optional[float]:
@@ -114,9 +110,9 @@ def measured_span(timelines: Sequence[Timeline]) -> Optional[float]:
 def goodput(timelines: Sequence[Timeline], *, slo: Slo, duration_s: Optional[float]
             ) -> tuple[Optional[float], Optional[float]]:
     """(requests/s meeting every SLO, share meeting it); (None, None) without SLOs."""
-    if slo.empty or not timelines or not duration_s or duration_s <= 0:
+    if not slo or not timelines or not duration_s or duration_s <= 0:
         return None, None
-    met = sum(1 for t in timelines if slo.met_by(t))
+    met = sum(1 for t in timelines if within(slo, t))
     return met / duration_s, met / len(timelines)
 
 

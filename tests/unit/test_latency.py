@@ -1,9 +1,10 @@
 import pytest
 
 from runner.measurement.counters import CounterSnapshot, delta_metrics
-from runner.measurement.metrics import (Slo, Timeline, chunk_gaps, decode_rate, distinct_token_share, e2e, goodput,
+from runner.measurement.latency import (Timeline, chunk_gaps, decode_rate, distinct_token_share, e2e, goodput,
                                         measured_span, per_token_latencies, percentile, tpot, trial_latency_summary,
                                         ttft)
+from runner.slo import Metric, Slo, Target
 
 
 def timeline(sent, chunks):
@@ -48,7 +49,7 @@ def test_percentile_matches_linear_interpolation():
 def test_goodput_counts_requests_meeting_every_slo():
     fast = timeline(0.0, [(0.05, 1), (0.15, 1)])
     slow = timeline(0.0, [(0.5, 1), (0.6, 1)])
-    rate, share = goodput([fast, slow], slo=Slo(ttft_ms=100), duration_s=2.0)
+    rate, share = goodput([fast, slow], slo=Slo(targets=(Target(metric=Metric.TTFT, ms=100),)), duration_s=2.0)
     assert rate == pytest.approx(0.5)
     assert share == pytest.approx(0.5)
     assert goodput([fast], slo=Slo(), duration_s=1.0) == (None, None)

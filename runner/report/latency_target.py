@@ -14,8 +14,8 @@ import pandas as pd
 from runner.measurement.decision import Candidate, DecisionKind, decide
 from runner.measurement.stats import MIN_REPEATS, TIE_BAND, interpolate_crossing
 from runner.report.arms import CONCURRENCY, POINT_FIELDS
-from runner.config.report import SLO_COLUMNS
 from runner.schema import TrialStatus
+from runner.slo import Slo
 
 PER_DEVICE = "tok_s_per_device"
 
@@ -25,7 +25,7 @@ def per_device(trials: pd.DataFrame) -> pd.Series:
     return pd.to_numeric(trials.decode_tok_s_aggregate, errors="coerce") / devices
 
 
-def arm_point_figures(trials: pd.DataFrame, slo: dict[str, float]) -> pd.DataFrame:
+def arm_point_figures(trials: pd.DataFrame, slo: Slo) -> pd.DataFrame:
     """Per (point, arm): tok/s per device (samples and median), each targeted figure's median in ms, meets."""
     ok = trials[trials.status == TrialStatus.OK].copy()
     ok[PER_DEVICE] = per_device(ok)
@@ -36,14 +36,14 @@ def arm_point_figures(trials: pd.DataFrame, slo: dict[str, float]) -> pd.DataFra
                "per_device_values": [float(v) for v in group[PER_DEVICE].dropna()],
                "per_device": float(group[PER_DEVICE].median())}
         meets = True
-        for name, limit in slo.items():
-            value = float(pd.to_numeric(group[SLO_COLUMNS[name]], errors="coerce").median()) * 1000.0
+        for name, limit in slo.limits.items():
+            value = float(pd.to_numeric(group[slo.column(name)], errors="coerce").median()) * 1000.0
             row[name] = value
             meets = meets and bool(value <= limit)  # NaN (not measured) does not meet
         row["meets"] = meets
         rows.append(row)
     columns = ["workload", "workload_params_json", "concurrency", "arm", "arm_order", "k", "n", "per_device_values",
-               "per_device", *slo, "meets"]
+               "per_device", *slo.limits, "meets"]
     return pd.DataFrame(rows, columns=columns)
 
 
@@ -77,14 +77,14 @@ def slo_choices(figures: pd.DataFrame, *, tie_band: float = TIE_BAND, min_repeat
                                        "tok/s per device", "next", "ratio", "verdict"])
 
 
-def _crossing(before: pd.Series, after: pd.Series, slo: dict[str, float]) -> float:
+def _crossing(before: pd.Series, after: pd.Series, slo: Slo) -> float:
     """The concurrency between two measured points where the first targeted figure reaches its limit."""
     crossings = [interpolate_crossing(before[CONCURRENCY], before[name], after[CONCURRENCY], after[name], limit)
-                 for name, limit in slo.items() if not after[name] <= limit]
+                 for name, limit in slo.limits.items() if not after[name] <= limit]
     return min(crossings) if crossings else float(before[CONCURRENCY])
 
 
-def max_concurrency(figures: pd.DataFrame, slo: dict[str, float]) -> pd.DataFrame:
+def max_concurrency(figures: pd.DataFrame, slo: Slo) -> pd.DataFrame:
     """Per workload, params and arm: the highest concurrency within the SLO, interpolated between measured points.
 
     The sustained range is from the lowest measured concurrency up to the first one that misses the SLO; a line

@@ -1,0 +1,101 @@
+"""The speculative arm: a method and its draft count k, from the config (runner.config.schema) through the plan
+to the result rows (runner.schema) and the report. Pure: imports nothing from the runner."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+
+def method_name(value) -> Any:
+    """YAML reads a bare `off` as false (and an empty value as null): both mean `off`."""
+    return "off" if value is False or value is None else value
+
+
+# How many draft tokens a speculative method proposes when the sweep does not say (the one default; `off` has 0).
+DEFAULT_DRAFT_COUNT = 1
+
+
+@dataclass(frozen=True, kw_only=True)
+class SpecMethod:
+    name: str  # the value of sweep.grid.spec_method
+    max_k: int  # the largest draft count the method accepts
+    needs: tuple[str, ...] = ()  # speculative_config keys the method needs beyond method and k (a draft model)
+    description: str = ""
+    defaults: dict = field(default_factory=dict)  # speculative_config keys the runner sets unless spec.<method> does
+
+
+SPEC_METHODS: dict[str, SpecMethod] = {
+    m.name: m
+    for m in [
+        SpecMethod(name="off", max_k=0, description="no speculative decoding"),
+        SpecMethod(name="mtp", max_k=8, description="the model's own multi-token-prediction layers"),
+        SpecMethod(name="ngram", max_k=16, description="prompt lookup",
+                   defaults={"prompt_lookup_min": 2, "prompt_lookup_max": 5}),
+        SpecMethod(name="suffix", max_k=32, description="suffix decoding (needs arctic-inference)"),
+        SpecMethod(name="eagle", max_k=8, needs=("model",), description="EAGLE draft head"),
+        SpecMethod(name="eagle3", max_k=8, needs=("model",), description="EAGLE-3 draft head"),
+        SpecMethod(name="draft_model", max_k=8, needs=("model",), description="a separate draft model"),
+    ]
+}
+
+
+@dataclass(frozen=True, kw_only=True)
+class SpecArm:
+    """One speculative arm: a method and its draft count k. `off` always has k = 0 (normalised here, once)."""
+
+    method: str = "off"  # "off" or a key of SPEC_METHODS
+    k: int = 0  # draft tokens per step (0 for off)
+
+    def __post_init__(self):
+        method = str(method_name(self.method))
+        object.__setattr__(self, "method", method)
+        object.__setattr__(self, "k", 0 if method == "off" else int(self.k))
+
+    @classmethod
+    def of(cls, method, k=None) -> "SpecArm":
+        """From stored or configured values: a null/NaN/false method is off, a null k is the default count."""
+        if isinstance(method, float) and method != method:
+            method = None
+        if k is None or isinstance(k, float) and k != k:
+            k = DEFAULT_DRAFT_COUNT
+        return cls(method=method_name(method), k=int(k))
+
+    @classmethod
+    def parse(cls, label: str) -> "SpecArm":
+        """"off" → off; "mtp:2" → mtp with k=2; "mtp" → mtp with the default count."""
+        method, _, k = str(label).partition(":")
+        return cls.of(method, int(k) if k else None)
+
+    @property
+    def off(self) -> bool:
+        return self.method == "off"
+
+    @property
+    def label(self) -> str:
+        """"off", "mtp:2", "ngram:3"."""
+        return "off" if self.off else f"{self.method}:{self.k}"
+
+    def __str__(self) -> str:
+        return self.label
+
+    def speculative_config(self, extra: Optional[dict] = None) -> Optional[dict]:
+        """vLLM's `speculative_config` engine argument for this arm (None when off): the method's defaults,
+        then `extra` (spec.<method>), then the method and k."""
+        if self.off:
+            return None
+        spec = SPEC_METHODS.get(self.method)
+        cfg = dict(spec.defaults if spec else {})
+        cfg.update(extra or {})
+        cfg.update({"method": self.method, "num_speculative_tokens": self.k})
+        return cfg
+
+
+def spec_arms(*, methods: list, ks: list[int]) -> list[SpecArm]:
+    """Method × k, where `off` takes no k (so it appears once)."""
+    arms: list[SpecArm] = []
+    for method in methods:
+        for k in ([0] if method_name(method) == "off" else ks):
+            arm = SpecArm(method=method, k=k)
+            if arm not in arms:
+                arms.append(arm)
+    return arms
