@@ -165,6 +165,19 @@ def _prepare_builtin_model(model) -> None:
     print(f"model ready in {time.perf_counter() - started:.0f} s: {folder}", flush=True)
 
 
+def _begin_model_info(config: RunConfig, plan: Plan) -> None:
+    """vLLM's model-info cache filled beside Ray's start and the first actor's imports (runner.scheduling.bytecode);
+    a failure only leaves that cost where it was, in the first load."""
+    from runner.models.source import resolve_model_source
+    from runner.scheduling.bytecode import begin_model_info
+
+    try:
+        folder = Path(resolve_model_source(config.model).path)
+    except Exception:
+        return
+    begin_model_info(folder / "config.json", mtp=any(e.settings.spec_method == "mtp" for e in plan.engines))
+
+
 def _to_run(stage: Stage, *, config: RunConfig, sink) -> tuple[set[str], list]:
     """(trial ids to skip, trials to run) of a stage, as the run folder stands now."""
     skip = sink.finished_trial_ids(include_failed=not config.retry_failed) | _skipped_ids(sink)
@@ -240,6 +253,8 @@ class _Session:
         device = config.engine.device
         if not config.cluster.address:
             _prepare_builtin_model(config.model)
+            if device == "cuda":
+                _begin_model_info(config, plan)
         capacity = start_ray(config.cluster, device=device)
         for sig in previous:  # again: ray.init installs its own SIGTERM handler (which aborted the process)
             signal.signal(sig, _raise_interrupt)

@@ -1,5 +1,5 @@
-"""Python's byte-compilation of the engine stack, paid beside the command's own start-up instead of inside the
-first engine's load.
+"""First-use costs that land on disk, paid beside the command's own start-up instead of inside the first engine's
+load: Python's byte-compilation of the engine stack, and vLLM's model-info cache.
 
 An install without `.pyc` files (pip's `--no-compile`, an unpacked site folder, a fresh container layer) makes the
 first process that imports vLLM compile every module it touches, serially; every later process reads the cache.
@@ -16,8 +16,8 @@ import sys
 from pathlib import Path
 from typing import Optional
 
-# What an engine process imports beyond the driver's own imports.
-ENGINE_PACKAGES = ("vllm", "transformers")
+# What the actors and engine processes import (each process anew).
+ENGINE_PACKAGES = ("vllm", "transformers", "ray", "hydra", "omegaconf")
 
 
 def package_dirs(names=ENGINE_PACKAGES) -> list[Path]:
@@ -45,3 +45,29 @@ def begin(names=ENGINE_PACKAGES) -> Optional[subprocess.Popen]:
                                 stdin=subprocess.DEVNULL, preexec_fn=lambda: os.nice(10))
     except OSError:
         return None
+
+
+def model_info_command(config_json: Path, *, mtp: bool) -> Optional[list[str]]:
+    """vLLM's model-info cache for the model's architectures (and their MTP drafters), as a command; None where
+    the model folder names none."""
+    import json
+
+    try:
+        archs = list(json.loads(config_json.read_text()).get("architectures") or [])
+    except (OSError, ValueError):
+        return None
+    if not archs:
+        return None
+    return [sys.executable, "-m", "runner.execution.inspect_models", *archs, *(["--mtp"] if mtp else [])]
+
+
+def begin_model_info(config_json: Path, *, mtp: bool) -> Optional[subprocess.Popen]:
+    command = model_info_command(config_json, mtp=mtp)
+    if command is None:
+        return None
+    try:
+        return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                stdin=subprocess.DEVNULL)
+    except OSError:
+        return None
+

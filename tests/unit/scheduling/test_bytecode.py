@@ -14,3 +14,14 @@ def test_finds_installed_packages_without_importing_them():
 def test_compiles_on_every_core_quietly():
     command = compile_command(package_dirs(("vllm",)))
     assert command[1:6] == ["-m", "compileall", "-q", "-j", "0"] and command[-1].endswith("vllm")
+
+
+def test_model_info_for_the_model_and_its_mtp_drafters(tmp_path):
+    from runner.execution.inspect_models import mtp_drafters
+    from runner.scheduling.bytecode import model_info_command
+
+    (tmp_path / "config.json").write_text('{"architectures": ["MiMoForCausalLM"]}')
+    command = model_info_command(tmp_path / "config.json", mtp=True)
+    assert command[1:] == ["-m", "runner.execution.inspect_models", "MiMoForCausalLM", "--mtp"]
+    assert model_info_command(tmp_path / "missing.json", mtp=False) is None
+    assert mtp_drafters("MiMoForCausalLM", ["MiMoMTPModel", "Qwen3NextMTP", "MiMoForCausalLM"]) == ["MiMoMTPModel"]
