@@ -46,11 +46,20 @@ def race_warnings(sweep: SweepSection) -> list[str]:
             f"{MIN_ROUNDS + 2})"]
 
 
-def start_ray(cluster: ClusterSection, *, device: str):
-    """Starts (or joins) Ray; returns what the cluster offers (device units, engines side by side)."""
+def start_ray(cluster: ClusterSection, *, device: str, pool: Optional[str] = None):
+    """Starts (or joins) Ray; returns what the cluster offers (device units, engines side by side). `pool`
+    (execution.keep_engines): engines outlive the command, on a cluster that does too: the one named, else the
+    runner's own head node (started by the first such command)."""
     from runner.scheduling.cluster import cluster_capacity, connect_ray
 
-    connect_ray(address=cluster.address)
+    if pool is None:
+        connect_ray(address=cluster.address)
+    else:
+        from runner.scheduling.pool_head import ensure_head
+        from runner.scheduling.pool_identity import pool_namespace
+
+        address = cluster.address or ensure_head(say=lambda line: print(line, flush=True)).address
+        connect_ray(address=address, namespace=pool_namespace(pool))
     return cluster_capacity(cluster=cluster, device=device)
 
 
@@ -255,7 +264,8 @@ class _Session:
             _prepare_builtin_model(config.model)
             if device == "cuda":
                 _begin_model_info(config, plan)
-        capacity = start_ray(config.cluster, device=device)
+        capacity = start_ray(config.cluster, device=device,
+                             pool=config.execution.pool if config.execution.keep_engines else None)
         for sig in previous:  # again: ray.init installs its own SIGTERM handler (which aborted the process)
             signal.signal(sig, _raise_interrupt)
         settings = ExecutionSettings.of(config, capacity=capacity)
@@ -399,6 +409,10 @@ def console_main() -> None:
     from runner.sinks.run_folder import RunFolderBusy
 
     argv = sys.argv[1:]
+    if argv[:1] == ["pool"]:  # a command group of its own: no Hydra overrides
+        from runner.scheduling.pool_command import main as pool_main
+
+        sys.exit(pool_main(argv[1:]))
     if any(arg.startswith("-") for arg in argv):
         main()
         return

@@ -124,6 +124,8 @@ class EngineRecord(EngineSettings):
     # Engine arguments the runner added for the installed vLLM (JSON), e.g. PIECEWISE CUDA graphs for a
     # draft-count schedule on a vLLM that does not switch to them itself; null: none.
     added_engine_args_json: Optional[str] = None
+    # Woken from the engine pool (execution.keep_engines) instead of loaded: load_s is null, the `start` span a wake.
+    reused_from_pool: bool = False
 
 
 @dataclass(kw_only=True)

@@ -235,6 +235,10 @@ class ExecutionSection:
                                                                  "must be seconds > 0"))
     engine_start: str = "auto"  # auto | spawn | forkserver (EngineStart)
     slo: OldExecutionSlo = field(default_factory=OldExecutionSlo)  # older name of the root's `slo`
+    # Engines that outlive the command: left asleep in a named pool, woken by the next command that plans them.
+    keep_engines: bool = field(default=False, metadata=_fix("execution.keep_engines=true", "must be true or false"))
+    pool: str = field(default="default", metadata=_fix("execution.pool=default"))
+    pool_ttl_s: float = field(default=1800, metadata=_fix("execution.pool_ttl_s=1800", "must be seconds > 0"))
 
     def __post_init__(self):
         errors = []
@@ -268,7 +272,18 @@ class ExecutionSection:
         if self.max_trial_retries < 0:
             errors.append(f"execution.max_trial_retries={self.max_trial_retries!r} must be an integer ≥ 0 "
                           f"(fix: execution.max_trial_retries=1)")
+        errors += self._pool_problems()
         _problems(errors)
+
+    def _pool_problems(self) -> list[str]:
+        errors = []
+        problem = plain_name_problem(self.pool, where="execution.pool", example="default")
+        if problem:
+            errors.append(problem.replace("it names a folder under output_root", "it names a Ray namespace"))
+        if not _is_number(self.pool_ttl_s) or self.pool_ttl_s <= 0:
+            errors.append(f"execution.pool_ttl_s={_g(self.pool_ttl_s)} must be seconds > 0: how long a pooled engine "
+                          f"stays idle before it ends itself (fix: execution.pool_ttl_s=1800)")
+        return errors
 
 
 # Grid axes that configure the engine (one engine load each), and those that vary the load through one engine.

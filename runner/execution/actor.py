@@ -17,6 +17,7 @@ from runner.config.schema import EngineStart, ModelSection, Warmup
 from runner.execution.engine import EngineHost, host_class
 from runner.execution.failures import fault_point, parse_startup_failure
 from runner.execution.isolation import CounterWindow, GcPauses, ResetFailed, drain, quiet_heap, reset_prefix_cache
+from runner.execution.pooled import PoolEntry, PoolMember
 from runner.execution.results import StartResult, TrialResult
 from runner.measurement import counters
 from runner.slo import Slo
@@ -33,11 +34,12 @@ KV_SAMPLE_EVERY_S = 0.2
 WARMUP_OUTPUT_CAP = 64
 
 
-class EngineActor:
+class EngineActor(PoolMember):
     """Wrapped by `ray.remote` in the scheduler (resources differ per device kind)."""
 
     def __init__(self, *, env: dict[str, str], keys: RunKeys, slo: Slo = Slo(), warmup: Warmup = Warmup.AUTO,
-                 warmup_output_cap: Optional[int] = WARMUP_OUTPUT_CAP, engine_start: EngineStart = EngineStart.SPAWN):
+                 warmup_output_cap: Optional[int] = WARMUP_OUTPUT_CAP, engine_start: EngineStart = EngineStart.SPAWN,
+                 pool_entry: Optional[PoolEntry] = None):
         for name, value in env.items():  # None: unset what the node's environment may carry
             if value is None:
                 os.environ.pop(name, None)
@@ -61,6 +63,7 @@ class EngineActor:
         # first failed, and the engine core was spawned cold instead of forked).
         self._setup = asyncio.Lock()
         self.gc_pauses = GcPauses().install()
+        self._pool_setup(pool_entry)  # execution.keep_engines: the engine outlives the command (pooled.py)
         fd, self.log_path = tempfile.mkstemp(prefix="runner-engine-", suffix=".log")
         # vLLM's and Ray's output, the engine core child's included, goes to this engine's log.
         os.dup2(fd, 1)
@@ -69,12 +72,14 @@ class EngineActor:
 
     def read_log(self) -> str:
         try:
-            with open(self.log_path, errors="replace") as f:
-                return f.read()
+            with open(self.log_path, "rb") as f:
+                f.seek(self.log_offset)
+                return f.read().decode(errors="replace")
         except OSError:
             return ""
 
     async def start(self, *, engine: EngineConfig, model: ModelSource | ModelSection) -> StartResult:
+        self._ensure_watch()
         self.engine = engine
         if not isinstance(model, ModelSource):  # a model config: resolved here, on the node that loads it
             try:
@@ -88,7 +93,8 @@ class EngineActor:
                 await asyncio.to_thread(self._install_start_method)
             columns = await self.host.start()
             quiet_heap()
-            return StartResult(ok=True, columns={**columns, "engine_start": str(self.start_method)})
+            self.start_columns = {**columns, "engine_start": str(self.start_method)}
+            return StartResult(ok=True, columns=self.start_columns)
         except Exception as exc:  # a start-up failure is a result, not a crash of the sweep
             detail = "".join(traceback.format_exception(exc))
             print(detail, flush=True)
@@ -101,6 +107,16 @@ class EngineActor:
                                failure_numbers=numbers)
 
     async def run_trial(self, *, trial: Trial, attempt: int = 1) -> TrialResult:
+        if self.membership is None:
+            return await self._run_trial(trial=trial, attempt=attempt)
+        self.membership.busy_calls += 1
+        try:
+            return await self._run_trial(trial=trial, attempt=attempt)
+        finally:
+            self.membership.busy_calls -= 1
+            self.membership.touch()
+
+    async def _run_trial(self, *, trial: Trial, attempt: int) -> TrialResult:
         assert self.host is not None and self.engine is not None, "start() the engine first"
         workload = workload_class(trial.workload)()
         params = workload.parse_params(dict(trial.params))
@@ -208,6 +224,9 @@ class EngineActor:
                 begin_fork_server()  # its vLLM import runs beside this process's own
             await asyncio.to_thread(_import_engine_stack)
             await asyncio.to_thread(self._install_start_method)
+        return memory_report()
+
+    def memory(self) -> dict:
         return memory_report()
 
     def _install_start_method(self) -> None:

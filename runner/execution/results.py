@@ -12,6 +12,7 @@ class StartResult:
     failure_kind: Optional[str] = None
     failure_reason: Optional[str] = None
     failure_numbers: dict = field(default_factory=dict)
+    memory: dict = field(default_factory=dict)  # an adopted pooled engine: its node's memory (actor.memory_report)
 
 
 @dataclass(kw_only=True)

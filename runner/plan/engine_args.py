@@ -87,6 +87,12 @@ def _installed_key() -> Optional[tuple[str, str]]:
     return version, f"{int(st.st_mtime_ns)}-{st.st_size}"
 
 
+def installed_vllm_version() -> str:
+    """The installed vLLM's version, read without importing it ("none" where vLLM is not installed)."""
+    key = _installed_key()
+    return key[0] if key else "none"
+
+
 def _version_text(package: Path) -> str:
     """vLLM's version from its _version.py (the CPU build's distribution has another name)."""
     import importlib.metadata

@@ -1,4 +1,5 @@
-"""The engine actors: start one, retire it off the critical path, reap, kill, abandon all, keep their logs."""
+"""The engine actors: start one, retire it off the critical path, reap, kill, abandon all, keep their logs; with
+execution.keep_engines, pooled ones: found in the pool and claimed, parked instead of killed, woken again."""
 from __future__ import annotations
 
 import os
@@ -22,16 +23,102 @@ class _Dying:
     engine: EngineConfig
     actor: object
     log_ref: object
-    shutdown_ref: object
+    shutdown_ref: object  # its shutdown, or its park (a pooled engine going back to the pool)
     deadline: float
+    parks: bool = False
+
+
+@dataclass(kw_only=True)
+class Parked:
+    """A pooled engine this command may wake: `first` while it has not yet served this command (it was found in
+    the pool: its engine row says reused_from_pool)."""
+
+    actor: object
+    first: bool
+    bundle: Optional[int] = None  # its placement-group bundle (CUDA lanes), where it has one
 
 
 class ActorPool:
-    def __init__(self, *, settings: ExecutionSettings, keys: RunKeys, log_dir: Path):
+    def __init__(self, *, settings: ExecutionSettings, keys: RunKeys, log_dir: Path, model_cfg=None):
         self.settings, self.keys, self.log_dir = settings, keys, Path(log_dir)
         self.policy = settings.policy
         self.dying: list[_Dying] = []
         self.logged: dict[str, dict] = {}  # engine_id -> {actor: its log}
+        self.keep = settings.keep_engines
+        self.model_cfg = model_cfg
+        self.parked: dict[str, Parked] = {}  # engine_id -> a pooled engine, loaded, out of any lane
+        self.named: dict[int, str] = {}  # id(actor) -> the engine its pool name is for
+        self.bundles: dict[int, Optional[int]] = {}  # id(actor) -> its bundle index
+        self.holder: Optional[str] = None
+        self._vllm_version: Optional[str] = None
+
+    # ---- the pool (execution.keep_engines) ----
+    def identity(self, engine: EngineConfig):
+        """The engine's pooled identity, as its actor runs it."""
+        from runner.plan.engine_args import installed_vllm_version
+        from runner.scheduling.actor_spec import engine_for_actor
+        from runner.scheduling.pool_identity import identity_of
+
+        if self._vllm_version is None:
+            self._vllm_version = installed_vllm_version()
+        return identity_of(engine_for_actor(engine, sleep_mode=self.policy.residents_sleep), model=self.model_cfg,
+                           device=self.policy.name, vllm_version=self._vllm_version,
+                           env=actor_env(base=self.settings.env, engine=engine))
+
+    def claim(self, engines: list[EngineConfig]) -> list[str]:
+        """The pool's engines among `engines`, claimed for this command (woken instead of loaded); their ids."""
+        if not self.keep or not engines:
+            return []
+        from runner.scheduling.engine_pool import claim, holder_id
+
+        self.holder = holder_id()
+        found = claim({e.engine_id: self.identity(e) for e in engines}, pool=self.settings.pool, holder=self.holder)
+        for engine_id, actor in found.items():
+            self.parked[engine_id] = Parked(actor=actor, first=True)
+            self.named[id(actor)] = engine_id
+        return sorted(found)
+
+    def has_parked(self, engine_id: str) -> bool:
+        return engine_id in self.parked or any(d.parks and d.engine.engine_id == engine_id for d in self.dying)
+
+    def take_parked(self, engine: EngineConfig, *, bundle: Optional[tuple] = None) -> Optional[Parked]:
+        """The pooled engine for `engine`, out of the pool (or on its way there) and into a lane; None: none
+        (or one in another lane's placement-group bundle: it stays where it is)."""
+        if not self.keep:
+            return None
+        for dying in list(self.dying):
+            if dying.parks and dying.engine.engine_id == engine.engine_id:
+                self.dying.remove(dying)  # its park still runs: the actor wakes it after
+                self.parked[engine.engine_id] = Parked(actor=dying.actor, first=False,
+                                                       bundle=self.bundles.get(id(dying.actor)))
+        parked = self.parked.get(engine.engine_id)
+        if parked is None:
+            return None
+        if bundle is not None and parked.bundle is not None and parked.bundle != bundle[1]:
+            return None
+        return self.parked.pop(engine.engine_id)
+
+    def adopt_call(self, parked: Parked):
+        """The call that wakes a pooled engine for this command (runner.execution.pooled.PoolMember.adopt)."""
+        s = self.settings
+        return parked.actor.adopt.remote(holder=self.holder or "", keys=self.keys, slo=s.slo, warmup=s.warmup,
+                                         warmup_output_cap=s.warmup_output_cap, first=parked.first)
+
+    def suits(self, actor, engine: EngineConfig) -> bool:
+        """Whether a spare actor may host `engine`: a pooled one is named after the engine it was made for."""
+        return self.named.get(id(actor), engine.engine_id) == engine.engine_id
+
+    def pooled(self, actor) -> bool:
+        return self.keep and id(actor) in self.named
+
+    def _pool_entry(self, engine: EngineConfig, bundle: Optional[tuple]):
+        from runner.execution.pooled import PoolEntry
+        from runner.scheduling.pool_identity import summary_of
+
+        identity = self.identity(engine)
+        return PoolEntry(pool=self.settings.pool, name=identity.actor_name, identity=identity.as_dict(),
+                         summary=summary_of(engine), ttl_s=self.settings.pool_ttl_s, holder=self.holder,
+                         bundle=bundle[1] if bundle is not None else None)
 
     def new(self, engine: EngineConfig, *, lane: int, lanes: int, bundle: Optional[tuple]):
         """A fresh actor for `engine` on lane `lane` of `lanes` (its process only: no engine yet)."""
@@ -53,9 +140,19 @@ class ActorPool:
             # Every CPU engine would otherwise pin its threads to the same cores.
             env["VLLM_CPU_OMP_THREADS_BIND"] = cpu_binding(slot=lane, cores_per_engine=s.cpus_per_engine,
                                                            total_cores=os.cpu_count() or 1)
-        return ray.remote(max_restarts=0, **options)(EngineActor).remote(
-            env=env, keys=self.keys, slo=s.slo, warmup=s.warmup, warmup_output_cap=s.warmup_output_cap,
-            engine_start=resolve(s.engine_start))
+        actor_class = ray.remote(max_restarts=0, **options)(EngineActor)
+        kwargs = dict(env=env, keys=self.keys, slo=s.slo, warmup=s.warmup, warmup_output_cap=s.warmup_output_cap,
+                      engine_start=resolve(s.engine_start))
+        if self.keep:
+            entry = self._pool_entry(engine, bundle)
+            try:
+                actor = actor_class.options(name=entry.name, lifetime="detached").remote(**kwargs, pool_entry=entry)
+            except ValueError:  # the pool's engine of that name is held by another running command
+                return actor_class.remote(**kwargs)
+            self.named[id(actor)] = engine.engine_id
+            self.bundles[id(actor)] = entry.bundle
+            return actor
+        return actor_class.remote(**kwargs)
 
     # ---- logs ----
     def save_log(self, engine: EngineConfig, actor) -> Optional[str]:
@@ -83,6 +180,7 @@ class ActorPool:
 
         if actor is None:
             return
+        self.named.pop(id(actor), None)
         if graceful:
             try:
                 ray.get(actor.shutdown.remote(), timeout=self.settings.shutdown_timeout_s)
@@ -95,9 +193,12 @@ class ActorPool:
 
     def retire(self, engine: EngineConfig, actor) -> None:
         """Teardown off the critical path: the log and a graceful shutdown are asked for now, the actor is
-        killed once they answer or shutdown_timeout_s passes (`reap`), while the next engine gets going."""
+        killed once they answer or shutdown_timeout_s passes (`reap`), while the next engine gets going. A pooled
+        engine is parked instead (asleep where it has sleep mode) and stays, for this command or a later one."""
         log_ref = actor.read_log.remote()
-        self.dying.append(_Dying(engine=engine, actor=actor, log_ref=log_ref, shutdown_ref=actor.shutdown.remote(),
+        parks = self.pooled(actor)
+        self.dying.append(_Dying(engine=engine, actor=actor, log_ref=log_ref, parks=parks,
+                                 shutdown_ref=actor.park.remote() if parks else actor.shutdown.remote(),
                                  deadline=time.monotonic() + self.settings.shutdown_timeout_s))
 
     def reap(self, *, wait: bool = False) -> None:
@@ -113,7 +214,11 @@ class ActorPool:
                     self.write_log(dying.engine, dying.actor, ray.get(dying.log_ref, timeout=1))
                 except Exception:
                     pass
-                self.kill(dying.actor, graceful=False)
+                if dying.parks:  # a park past its deadline goes on in the actor; a wake waits for it there
+                    self.parked[dying.engine.engine_id] = Parked(actor=dying.actor, first=False,
+                                                                 bundle=self.bundles.get(id(dying.actor)))
+                else:
+                    self.kill(dying.actor, graceful=False)
             if not wait or not self.dying:
                 return
             time.sleep(0.1)
@@ -124,13 +229,29 @@ class ActorPool:
         if self.policy.frees_before_load and self.dying:
             self.reap(wait=True)
 
-    def abandon(self, actors: list) -> None:
-        """Stop in seconds: every engine (and those retiring) shut down at once, bounded, then killed."""
+    def finish(self) -> None:
+        """The run is over: pooled engines it claimed and never woke go back to the pool (no holder)."""
+        import ray
+
+        refs = [p.actor.park.remote() for p in self.parked.values() if p.first]
+        if refs:
+            ray.wait(refs, num_returns=len(refs), timeout=self.settings.shutdown_timeout_s)
+
+    def abandon(self, actors: list, *, loaded: Optional[list] = None) -> None:
+        """Stop in seconds: every engine (and those retiring) shut down at once, bounded, then killed. Pooled
+        engines among `loaded` (those with an engine in) go back to the pool instead, asleep where they can."""
         import ray
 
         with signals_deferred():
-            actors = actors + [d.actor for d in self.dying]
+            keep = {id(a): a for a in (loaded or []) if self.pooled(a)}
+            keep.update({id(d.actor): d.actor for d in self.dying if d.parks})
+            keep.update({id(p.actor): p.actor for p in self.parked.values()})
+            actors = [a for a in actors + [d.actor for d in self.dying] if id(a) not in keep]
             self.dying.clear()
+            self.parked.clear()
+            if keep:
+                refs = [a.park.remote() for a in keep.values()]
+                ray.wait(refs, num_returns=len(refs), timeout=self.settings.shutdown_timeout_s)
             actors = list({id(a): a for a in actors}.values())
             # Engines first (ray.kill alone may orphan an engine core child), all at once and bounded.
             refs = []

@@ -8,15 +8,16 @@ from typing import Optional
 from runner.scheduling.settings import Capacity
 
 
-def connect_ray(*, address: Optional[str]) -> None:
-    """Starts a local Ray, or joins a running cluster; quiet either way (engine logs go to files)."""
+def connect_ray(*, address: Optional[str], namespace: Optional[str] = None) -> None:
+    """Starts a local Ray, or joins a running cluster; quiet either way (engine logs go to files). `namespace`:
+    where named actors live (an engine pool's)."""
     import logging
 
     if address:
         use_cluster_token()  # before Ray reads its config
     import ray
 
-    kwargs = dict(log_to_driver=False, logging_level=logging.ERROR)
+    kwargs = dict(log_to_driver=False, logging_level=logging.ERROR, namespace=namespace)
     if address:
         # Remote nodes need the runner's code, not a shared filesystem: ship the package.
         package = str(Path(__file__).resolve().parents[1])
@@ -56,17 +57,28 @@ class LaneBundles:
 
     def __init__(self):
         self.group = None
+        self.detached = False
 
-    def reserve(self, *, lanes: int, width: int, timeout_s: float) -> list[tuple]:
+    def reserve(self, *, lanes: int, width: int, timeout_s: float, detached_name: Optional[str] = None) -> list[tuple]:
+        """`detached_name`: the group outlives the command (pooled engines live in its bundles) under that name, and
+        the next command reuses it; `pool release` removes it."""
         import ray
-        from ray.util.placement_group import placement_group
+        from ray.util.placement_group import get_placement_group, placement_group
 
-        self.group = placement_group([{"GPU": width, "CPU": 1} for _ in range(lanes)], strategy="PACK")
+        bundles = [{"GPU": width, "CPU": 1} for _ in range(lanes)]
+        if detached_name:
+            try:
+                self.group = get_placement_group(detached_name)
+            except ValueError:
+                self.group = placement_group(bundles, strategy="PACK", name=detached_name, lifetime="detached")
+            self.detached = True
+        else:
+            self.group = placement_group(bundles, strategy="PACK")
         ray.get(self.group.ready(), timeout=timeout_s)
         return [(self.group, i) for i in range(lanes)]
 
     def release(self) -> None:
-        if self.group is None:
+        if self.group is None or self.detached:
             return
         try:
             from ray.util.placement_group import remove_placement_group

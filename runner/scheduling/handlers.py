@@ -65,6 +65,11 @@ class LaneMachine(LaneSteps):
     # ---- answers ----
     def on_prepared(self, lane: Lane, report: dict) -> None:
         """The lane's first actor reported its node's memory: the residency plan, then the load."""
+        self.plan_lane(lane, report)
+        self.start_engine(lane)
+
+    def plan_lane(self, lane: Lane, report: dict) -> None:
+        """How many engines the lane keeps loaded, from its node's memory (the first actor's report)."""
         memory = MemoryReport.of(report)
         engines = [self.plan.engine(i) for i in dict.fromkeys(st.engine_id for st in lane.steps)]
         engines = list({e.engine_id: e for e in engines + [lane.current.engine]}.values())
@@ -73,7 +78,6 @@ class LaneMachine(LaneSteps):
             any_resident=any(self.resident_mode(e) for e in engines), cpu_kv_gib=self.settings.cpu_kv_gib)
         self.host_gib = memory.host_available_gib or float("inf")
         lane.planned = True
-        self.start_engine(lane)
 
     def on_started(self, lane: Lane, result: StartResult) -> None:
         engine, actor = lane.current.engine, lane.current.actor
@@ -117,9 +121,29 @@ class LaneMachine(LaneSteps):
                                  current=False)
         self.after_load(lane)
 
-    def on_woken(self, lane: Lane, _seconds: float) -> None:
+    def on_woken(self, lane: Lane, result) -> None:
         lane.current.asleep = False
+        if isinstance(result, StartResult):  # a pooled engine, adopted
+            self.on_adopted(lane, result)
+            return
         self.next_trial(lane)
+
+    def on_adopted(self, lane: Lane, result: StartResult) -> None:
+        """A pooled engine woke for this command (no load): on its first use here it gets an engine row
+        (reused_from_pool); it keeps the shapes it already warmed. One that is gone loads afresh."""
+        engine, actor = lane.current.engine, lane.current.actor
+        if not result.ok:
+            self.pool.kill(actor, graceful=False)
+            lane.idle(drop_engine=True)
+            self.enter_engine(lane, engine)
+            return
+        lane.current.weights_gib = float(result.columns.get("weights_gib") or 0.0)
+        if not lane.planned:
+            self.plan_lane(lane, result.memory)
+        if result.columns.get("reused_from_pool"):
+            self.recorder.engine_started(engine, columns=result.columns, log_file=self.pool.save_log(engine, actor),
+                                         device=self.policy.name)
+        self.after_load(lane)
 
     def on_slept(self, lane: Lane, _seconds: float) -> None:
         lane.idle(drop_engine=True)

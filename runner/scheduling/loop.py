@@ -12,6 +12,7 @@ from typing import Callable, Optional
 
 from runner.measurement.records import RunKeys
 from runner.plan.grid import Plan
+from runner.schema import Phase
 from runner.scheduling.actors import ActorPool
 from runner.scheduling.cluster import LaneBundles
 from runner.scheduling.handlers import LaneMachine
@@ -28,7 +29,7 @@ class Scheduler:
                  log_dir: Path, on_trial: Optional[Callable] = None, on_engine: Optional[Callable] = None,
                  progress=None, launched_at: Optional[float] = None):
         self.settings = settings
-        self.pool = ActorPool(settings=settings, keys=keys, log_dir=log_dir)
+        self.pool = ActorPool(settings=settings, keys=keys, log_dir=log_dir, model_cfg=model_cfg)
         race = Race(plan=plan, enabled=settings.race, tie_band=settings.race_tie_band, seed=settings.order_seed)
         self.recorder = Recorder(keys=keys, sink=sink, race=race, on_trial=on_trial, on_engine=on_engine,
                                  progress=progress, launched_at=launched_at)
@@ -44,6 +45,7 @@ class Scheduler:
         machine.deadline.t0 = time.monotonic()
         machine.lanes = self.make_lanes(skip_trial_ids)
         try:
+            self.claim_pooled(machine.lanes)
             live = [lane for lane in machine.lanes if machine.begin_step(lane)]
             while live:
                 refs = [lane.ref for lane in live if lane.ref is not None]
@@ -57,6 +59,7 @@ class Scheduler:
                         live.remove(lane)
                 self.pool.reap()
             self.pool.reap(wait=True)
+            self.pool.finish()
         except KeyboardInterrupt:
             self.abandon()
             raise Interrupted() from None
@@ -73,20 +76,41 @@ class Scheduler:
         lanes = [Lane(index=i, steps=collections.deque(steps)) for i, steps in enumerate(per_lane) if steps]
         width = lane_width(plan, policy=s.policy)
         if s.policy.uses_placement_group and lanes and width <= s.device_units:
-            bundles = self.bundles.reserve(lanes=len(lanes), width=width, timeout_s=s.start_timeout_s)
+            detached = None
+            if s.keep_engines:  # pooled engines live in its bundles: it outlives the command
+                from runner.scheduling.engine_pool import group_name
+
+                detached = group_name(s.pool, lanes=len(lanes), width=width)
+            bundles = self.bundles.reserve(lanes=len(lanes), width=width, timeout_s=s.start_timeout_s,
+                                           detached_name=detached)
             for lane, bundle in zip(lanes, bundles):
                 lane.bundle = bundle
         return lanes
 
+    def claim_pooled(self, lanes: list[Lane]) -> None:
+        """execution.keep_engines: the engines this run needs that its pool holds are claimed (woken, not loaded)."""
+        if not self.settings.keep_engines:
+            return
+        plan = self.machine.plan
+        needed = dict.fromkeys(step.engine_id for lane in lanes for step in lane.steps)
+        found = self.pool.claim([plan.engine(engine_id) for engine_id in needed])
+        print(f"engine pool {self.settings.pool!r}: {len(found)} of {len(needed)} engine(s) found, woken instead of "
+              f"loaded" + (f" ({', '.join(found)})" if found else ""), flush=True)
+
     def abandon(self) -> None:
-        """Stop in seconds: the trial in flight is dropped (it reruns on resume), every engine is killed."""
-        actors = []
+        """Stop in seconds: the trial in flight is dropped (it reruns on resume), every engine is killed (a pooled
+        one with its engine in goes back to the pool instead)."""
+        actors, loaded = [], []
         for lane in self.machine.lanes:
             actors += [r.actor for r in lane.residents.values()]
-            actors += [lane.current.actor] if lane.current is not None else []
+            loaded += [r.actor for r in lane.residents.values()]
+            if lane.current is not None:
+                actors.append(lane.current.actor)
+                if lane.phase not in (Phase.PREPARE, Phase.START):
+                    loaded.append(lane.current.actor)
             actors += [lane.spare] if lane.spare is not None else []
             actors += [p.resident.actor for p in lane.preloading.values()]
             lane.preloading.clear()
             lane.residents.clear()
             lane.current = lane.spare = lane.spare_ready = None
-        self.pool.abandon(actors)
+        self.pool.abandon(actors, loaded=loaded)

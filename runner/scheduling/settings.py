@@ -41,6 +41,9 @@ class ExecutionSettings:
     race_tie_band: float
     cpu_kv_gib: float  # VLLM_CPU_KVCACHE_SPACE, for the CPU residency plan
     engine_start: EngineStart  # how vLLM's engine-core process starts in an actor
+    keep_engines: bool  # engines outlive the command, in the pool `pool` (runner.scheduling.engine_pool)
+    pool: str
+    pool_ttl_s: float  # a pooled engine idle this long ends itself
 
     @property
     def policy(self) -> DevicePolicy:
@@ -58,7 +61,9 @@ class ExecutionSettings:
                    deadline_s=execution.deadline_s, order_seed=execution.order_seed,
                    shutdown_timeout_s=float(execution.shutdown_timeout_s), race=sweep.race,
                    race_tie_band=float(sweep.race_tie_band),
-                   cpu_kv_gib=float(config.engine.cpu_kvcache_space_gib or 1), engine_start=execution.engine_start)
+                   cpu_kv_gib=float(config.engine.cpu_kvcache_space_gib or 1), engine_start=execution.engine_start,
+                   keep_engines=bool(execution.keep_engines), pool=execution.pool,
+                   pool_ttl_s=float(execution.pool_ttl_s))
 
 
 def execution_env(engine: EngineSection, environ: Optional[dict] = None) -> dict[str, str]:

@@ -37,6 +37,9 @@ class LaneSteps:
         return self.pool.new(engine, lane=lane.index, lanes=len(self.lanes), bundle=lane.bundle)
 
     def take_spare_or_new(self, lane: Lane, engine: EngineConfig):
+        if lane.spare is not None and not self.pool.suits(lane.spare, engine):  # pooled: named for another engine
+            self.pool.kill(lane.spare, graceful=False)
+            lane.spare = lane.spare_ready = None
         actor = lane.spare if lane.spare is not None else self.new_actor(lane, engine)
         lane.spare = lane.spare_ready = None
         return actor
@@ -101,6 +104,12 @@ class LaneSteps:
             return
         while len(lane.residents) >= lane.max_resident and lane.residents:  # room first: the least soon needed goes
             self.evict(lane, least_soon_needed(list(lane.residents.values()), lane.steps))
+        parked = self.pool.take_parked(engine, bundle=lane.bundle)
+        if parked is not None:  # in the engine pool: woken, not loaded
+            self.pool.free_device()
+            lane.current = Resident(engine=engine, actor=parked.actor)
+            self.call(lane, Phase.WAKE, self.pool.adopt_call(parked), self.settings.start_timeout_s)
+            return
         self.check_deadline(what=f"loading {engine.engine_id}",
                             estimate_s=load_estimate(self.recorder.loads, engine_id=engine.engine_id))
         self.pool.free_device()
@@ -112,7 +121,8 @@ class LaneSteps:
 
     def start_engine(self, lane: Lane) -> None:
         engine = lane.current.engine
-        sleepy = self.policy.residents_sleep and lane.max_resident > 1
+        # A pooled CUDA engine sleeps when it goes back to the pool: it needs sleep mode from its start.
+        sleepy = self.policy.residents_sleep and (lane.max_resident > 1 or self.settings.keep_engines)
         ref = lane.current.actor.start.remote(engine=engine_for_actor(engine, sleep_mode=sleepy), model=self.model_cfg)
         self.call(lane, Phase.START, ref, self.settings.start_timeout_s)
         if self.policy.preloads_beside:
@@ -133,7 +143,8 @@ class LaneSteps:
             if room <= len(lane.preloading):
                 return
             engine_id = step.engine_id
-            if engine_id == current or engine_id in lane.residents or engine_id in lane.preloading:
+            if engine_id == current or engine_id in lane.residents or engine_id in lane.preloading or \
+                    self.pool.has_parked(engine_id):
                 continue
             engine = self.plan.engine(engine_id)
             actor = self.take_spare_or_new(lane, engine)
@@ -186,7 +197,7 @@ class LaneSteps:
         if lane.spare is not None or lane.current is None:
             return
         nxt = lane.next_other_engine()
-        if nxt is None or nxt in lane.residents:
+        if nxt is None or nxt in lane.residents or self.pool.has_parked(nxt):
             return
         if self.policy.spare_needs_share and lane.max_resident <= 1 and not self.resident_mode(lane.current.engine):
             return  # a whole-GPU (or TP) bundle has no fraction to spare

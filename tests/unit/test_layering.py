@@ -33,7 +33,8 @@ FORBIDDEN = {  # package under runner/ -> what nothing in it may import
     "scheduling": ("runner.report", "runner.cli"),
 }
 # The driver's policies and descriptions: plain logic over the plan and the settings, testable without Ray.
-PURE_DRIVER = ("order", "residency", "stops", "device", "settings", "describe", "actor_spec", "race", "lane")
+PURE_DRIVER = ("order", "residency", "stops", "device", "settings", "describe", "actor_spec", "race", "lane",
+               "pool_identity")
 # The one exception: the Parquet sink owns the on-disk layout (part files, then one compacted file per table),
 # so reading results back goes through its readers; nothing that writes may be imported.
 READ_HELPERS = {"table_path", "parts_dir", "part_files", "has_table", "read_table", "read_frame", "read_rows"}
