@@ -79,6 +79,8 @@ class ActorPool:
         return sorted(found)
 
     def has_parked(self, engine_id: str) -> bool:
+        if not self.keep:
+            return False
         return engine_id in self.parked or any(d.parks and d.engine.engine_id == engine_id for d in self.dying)
 
     def take_parked(self, engine: EngineConfig, *, bundle: Optional[tuple] = None) -> Optional[Parked]:
