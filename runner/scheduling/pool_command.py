@@ -18,6 +18,8 @@ def parser() -> argparse.ArgumentParser:
                                              "runner started stops once no pool is left")
     release.add_argument("names", nargs="*", metavar="NAME", help="pools to release (execution.pool)")
     release.add_argument("--all", action="store_true", help="every pool")
+    listing.add_argument("--json", action="store_true", help="one JSON object per engine (its actor's and its engine "
+                         "processes' pids too)")
     for each in (listing, release):
         each.add_argument("--address", default=None,
                           help="HOST:PORT of the Ray cluster (cluster.address); default: the head the runner started")
@@ -31,12 +33,13 @@ def main(argv: list[str]) -> int:
         return 2
     address = _address(args.address)
     if address is None:
-        print(f"no engine pool: no pool's Ray head is running on this machine ({USAGE_HINT})")
+        if not getattr(args, "json", False):
+            print(f"no engine pool: no pool's Ray head is running on this machine ({USAGE_HINT})")
         return 0
     _connect(address)
     try:
         if args.action == "list":
-            return _list(address)
+            return _list(address, as_json=args.json)
         return _release(address, pools=None if args.all else set(args.names), own_head=args.address is None)
     finally:
         _disconnect()
@@ -69,10 +72,16 @@ def _disconnect() -> None:
         ray.shutdown()
 
 
-def _list(address: str) -> int:
+def _list(address: str, *, as_json: bool = False) -> int:
     from runner.scheduling.engine_pool import pool_rows
 
     rows = pool_rows()
+    if as_json:
+        import json
+
+        for r in rows:
+            print(json.dumps({**r, "address": address}))
+        return 0
     if not rows:
         print(f"no pooled engines on {address} (`vllm-sweep pool release --all` stops the pool's Ray head)")
         return 0
