@@ -136,8 +136,18 @@ def run_sweep(cfg: DictConfig, *, run_dir: Path, config: Optional[RunConfig] = N
     for tracker in trackers:  # after the report, so that the W&B sweep run carries its Answer table
         tracker.finish()
     print(f"results: {run_dir}")
+    if config.execution.keep_engines:
+        print(_pool_note(config).lstrip("; "))
     print(f"total time: {time.perf_counter() - wall_start:.1f} s")
     return 0
+
+
+def _pool_note(config: RunConfig) -> str:
+    if not config.execution.keep_engines:
+        return ""
+    pool = config.execution.pool
+    return (f"; engines kept in pool {pool!r} for {config.execution.pool_ttl_s:g} s idle (vllm-sweep pool list; "
+            f"vllm-sweep pool release {pool} frees them)")
 
 
 def _write_report(run_dir: Path) -> None:
@@ -223,7 +233,7 @@ def _execute(*, stages: Iterator[Stage], base_plan: Plan, config: RunConfig, sin
     except (Interrupted, KeyboardInterrupt):
         _ignore_signals()
         print(f"\ninterrupted: finished trials are in {run_dir}; the trial in flight reruns; "
-              f"run the same command again to resume", file=sys.stderr)
+              f"run the same command again to resume{_pool_note(config)}", file=sys.stderr)
         return 130
     except ConfigError as exc:  # a later stage of an adaptive study that cannot be planned
         _ignore_signals()
