@@ -30,7 +30,7 @@ class PoolEntry:
     summary: str  # the engine in words, for `pool list`
     ttl_s: float  # idle seconds before it ends itself
     holder: Optional[str] = None  # the command that creates it holds it from the start (its load may be long)
-    bundle: Optional[int] = None  # its lane's placement-group bundle (CUDA), where it has one
+    bundle: Optional[str] = None  # its lane's placement-group bundle (CUDA: group id:index), where it has one
 
 
 @dataclass(kw_only=True)
@@ -110,7 +110,7 @@ class PoolMember:
                 "identity": m.entry.identity if m else None, "summary": m.entry.summary if m else None,
                 "state": str(state), "holder": m.holder if m else None, "idle_s": m.idle_s() if m else 0.0,
                 "ttl_left_s": m.ttl_left_s() if m else None, "pid": _pid(), "engine_pids": _child_pids(),
-                "warm_shapes": len(getattr(self, "warm_shapes", ()))}
+                "warm_shapes": len(getattr(self, "warm_shapes", ())), "bundle": m.entry.bundle if m else None}
 
     async def claim(self, *, holder: str) -> dict:
         """A command takes this engine for its run: refused while another running command holds it."""

@@ -35,7 +35,16 @@ class Parked:
 
     actor: object
     first: bool
-    bundle: Optional[int] = None  # its placement-group bundle (CUDA lanes), where it has one
+    bundle: Optional[str] = None  # its placement-group bundle (CUDA lanes: bundle_key), where it has one
+
+
+def bundle_key(bundle: Optional[tuple]) -> Optional[str]:
+    """A lane's placement-group bundle as text (group id:index), the same for every command; None: no bundle."""
+    if bundle is None:
+        return None
+    group, index = bundle
+    group_id = getattr(group, "id", None)
+    return f"{group_id.hex() if hasattr(group_id, 'hex') else group}:{index}"
 
 
 class ActorPool:
@@ -48,7 +57,7 @@ class ActorPool:
         self.model_cfg = model_cfg
         self.parked: dict[str, Parked] = {}  # engine_id -> a pooled engine, loaded, out of any lane
         self.named: dict[int, str] = {}  # id(actor) -> the engine its pool name is for
-        self.bundles: dict[int, Optional[int]] = {}  # id(actor) -> its bundle index
+        self.bundles: dict[int, Optional[str]] = {}  # id(actor) -> its bundle (bundle_key)
         self.holder: Optional[str] = None
         self._vllm_version: Optional[str] = None
 
@@ -73,8 +82,8 @@ class ActorPool:
 
         self.holder = holder_id()
         found = claim({e.engine_id: self.identity(e) for e in engines}, pool=self.settings.pool, holder=self.holder)
-        for engine_id, actor in found.items():
-            self.parked[engine_id] = Parked(actor=actor, first=True)
+        for engine_id, (actor, bundle) in found.items():
+            self.parked[engine_id] = Parked(actor=actor, first=True, bundle=bundle)
             self.named[id(actor)] = engine_id
         return sorted(found)
 
@@ -96,7 +105,7 @@ class ActorPool:
         parked = self.parked.get(engine.engine_id)
         if parked is None:
             return None
-        if bundle is not None and parked.bundle is not None and parked.bundle != bundle[1]:
+        if parked.bundle != bundle_key(bundle):  # on another lane's GPU (or none): it stays in the pool
             return None
         return self.parked.pop(engine.engine_id)
 
@@ -120,7 +129,7 @@ class ActorPool:
         identity = self.identity(engine)
         return PoolEntry(pool=self.settings.pool, name=identity.actor_name, identity=identity.as_dict(),
                          summary=summary_of(engine), ttl_s=self.settings.pool_ttl_s, holder=self.holder,
-                         bundle=bundle[1] if bundle is not None else None)
+                         bundle=bundle_key(bundle))
 
     def new(self, engine: EngineConfig, *, lane: int, lanes: int, bundle: Optional[tuple]):
         """A fresh actor for `engine` on lane `lane` of `lanes` (its process only: no engine yet)."""
@@ -130,8 +139,9 @@ class ActorPool:
         from runner.execution.engine_process import resolve
 
         s, policy = self.settings, self.policy
-        options = policy.actor_resources(width=policy.units_needed(engine),
-                                         share=lane_share(policy.may_stay_resident(engine, s.resident)))
+        # Pooled engines stay in their lane's share of the device beside the ones loading: the resident share.
+        options = policy.actor_resources(width=policy.units_needed(engine), share=lane_share(
+            policy.may_stay_resident(engine, s.resident) or self.keep))
         if bundle is not None:
             from runner.scheduling.cluster import scheduling_strategy
 

@@ -23,7 +23,7 @@ from typing import Iterator, Optional
 from runner.cache import cache_root
 
 HEAD_START_TIMEOUT_S = 120.0
-HEAD_STOP_TIMEOUT_S = 15.0  # then what is left of its session is killed
+HEAD_STOP_TIMEOUT_S = 5.0  # then what is left of its session is killed
 
 
 @dataclass(frozen=True, kw_only=True)
