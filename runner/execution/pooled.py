@@ -2,6 +2,7 @@
 when it ends itself. The actor side only; the driver's side is runner.scheduling.engine_pool."""
 from __future__ import annotations
 
+import dataclasses
 import enum
 import time
 from dataclasses import dataclass, field
@@ -126,9 +127,10 @@ class PoolMember:
         m.touch()
         return {"ok": True, "reason": ""}
 
-    async def adopt(self, *, holder: str, keys, slo, warmup, warmup_output_cap, first: bool):
+    async def adopt(self, *, holder: str, keys, slo, warmup, warmup_output_cap, first: bool,
+                    ttl_s: Optional[float] = None):
         """Woken for `holder`'s run (CUDA: out of sleep mode; CPU: it never slept), with that run's keys and
-        warm-up settings; its warm shapes stay warm. Returns the engine row's columns (`first`: the command's
+        warm-up settings and time-to-live; its warm shapes stay warm. Returns the engine row's columns (`first`: the command's
         first use of it, so its row says `reused_from_pool`) and the node's memory."""
         from runner.config.schema import Warmup
         from runner.execution.results import StartResult
@@ -142,6 +144,8 @@ class PoolMember:
             self.keys, self.slo, self.warmup = keys, slo, Warmup(warmup)
             self.warmup_output_cap = warmup_output_cap
             if self.membership is not None:
+                if ttl_s is not None:
+                    self.membership.entry = dataclasses.replace(self.membership.entry, ttl_s=float(ttl_s))
                 self.membership.holder = holder
                 self.membership.touch()
             if first:

@@ -113,7 +113,8 @@ class ActorPool:
         """The call that wakes a pooled engine for this command (runner.execution.pooled.PoolMember.adopt)."""
         s = self.settings
         return parked.actor.adopt.remote(holder=self.holder or "", keys=self.keys, slo=s.slo, warmup=s.warmup,
-                                         warmup_output_cap=s.warmup_output_cap, first=parked.first)
+                                         warmup_output_cap=s.warmup_output_cap, first=parked.first,
+                                         ttl_s=s.pool_ttl_s)
 
     def suits(self, actor, engine: EngineConfig) -> bool:
         """Whether a spare actor may host `engine`: a pooled one is named after the engine it was made for."""
