@@ -103,7 +103,7 @@ class EngineActor:
     async def run_trial(self, *, trial: Trial, attempt: int = 1) -> TrialResult:
         assert self.host is not None and self.engine is not None, "start() the engine first"
         workload = workload_class(trial.workload)()
-        params = workload.parse_params(dict(trial.params))
+        params = trial.params
         try:
             warmup_s = await self._warm_up(trial=trial, workload=workload, params=params)
             await reset_prefix_cache(self.host)
