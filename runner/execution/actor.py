@@ -56,9 +56,7 @@ class EngineActor:
         # How vLLM's engine-core process starts (runner/execution/engine_process.py); installed once, in prepare.
         self.engine_start = EngineStart(engine_start)
         self.start_method = None
-        # prepare() and start() are coroutines of one actor and interleave: a start called while the spare's
-        # prepare still imports must wait for it (seen on the H200: a second thread importing vLLM beside the
-        # first failed, and the engine core was spawned cold instead of forked).
+        # start() waits for a spare's prepare() still importing: a second vLLM import beside it fails.
         self._setup = asyncio.Lock()
         self.gc_pauses = GcPauses().install()
         fd, self.log_path = tempfile.mkstemp(prefix="runner-engine-", suffix=".log")
