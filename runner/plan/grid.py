@@ -216,19 +216,16 @@ def expand_trials(*, engines: list[EngineConfig], workloads: dict[str, dict], co
                   repeats: int = 1) -> list[Trial]:
     concurrency = _as_list(concurrency, axis="concurrency")
     _refuse_duplicates(concurrency, axis="concurrency")
+    points = {name: _parsed_points(name, raw, concurrency=concurrency, repeats=repeats)
+              for name, raw in workloads.items()}  # parsed once, for every engine of their api
     trials: list[Trial] = []
     seen: dict[str, Trial] = {}
     for engine in engines:
-        for wname, wparams in workloads.items():
-            wparams = dict(wparams)
-            api = wparams.pop("api", "async")
+        for wname, (api, repeats_here, parsed) in points.items():
             if api != engine.api:
                 continue
-            levels = _as_list(wparams.pop("concurrency", concurrency), axis=f"workload.{wname}.concurrency")
-            repeats_here = int(wparams.pop("repeats", repeats))
-            for point in expand_workload_points(name=wname, params=wparams):
-                params = parse_point(wname, point)
-                for c, r in itertools.product(point_levels(params, levels), range(repeats_here)):
+            for point, params, levels in parsed:
+                for c, r in itertools.product(levels, range(repeats_here)):
                     key = {"engine": engine.engine_id, "workload": wname, "params": point,
                            "concurrency": int(c), "repeat": r, "api": api}
                     trial_id = "t-" + stable_hash(key)
@@ -239,6 +236,19 @@ def expand_trials(*, engines: list[EngineConfig], workloads: dict[str, dict], co
                     seen[trial_id] = trial
                     trials.append(trial)
     return trials
+
+
+def _parsed_points(name: str, raw: dict, *, concurrency: list, repeats: int):
+    """A workload's api, repeats, and each point as given, parsed, with its concurrency levels."""
+    raw = dict(raw)
+    api = raw.pop("api", "async")
+    levels = _as_list(raw.pop("concurrency", concurrency), axis=f"workload.{name}.concurrency")
+    repeats_here = int(raw.pop("repeats", repeats))
+    parsed = []
+    for point in expand_workload_points(name=name, params=raw):
+        params = parse_point(name, point)
+        parsed.append((point, params, point_levels(params, levels)))
+    return api, repeats_here, parsed
 
 
 def parse_point(workload: str, point: dict) -> WorkloadParams:
