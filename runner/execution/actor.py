@@ -58,9 +58,7 @@ class EngineActor(PoolMember):
         # How vLLM's engine-core process starts (runner/execution/engine_process.py); installed once, in prepare.
         self.engine_start = EngineStart(engine_start)
         self.start_method = None
-        # prepare() and start() are coroutines of one actor and interleave: a start called while the spare's
-        # prepare still imports must wait for it (seen on the H200: a second thread importing vLLM beside the
-        # first failed, and the engine core was spawned cold instead of forked).
+        # start() waits for a spare's prepare() still importing: a second vLLM import beside it fails.
         self._setup = asyncio.Lock()
         self.gc_pauses = GcPauses().install()
         self._pool_setup(pool_entry)  # execution.keep_engines: the engine outlives the command (pooled.py)
@@ -119,7 +117,7 @@ class EngineActor(PoolMember):
     async def _run_trial(self, *, trial: Trial, attempt: int) -> TrialResult:
         assert self.host is not None and self.engine is not None, "start() the engine first"
         workload = workload_class(trial.workload)()
-        params = workload.parse_params(dict(trial.params))
+        params = trial.params
         try:
             warmup_s = await self._warm_up(trial=trial, workload=workload, params=params)
             await reset_prefix_cache(self.host)

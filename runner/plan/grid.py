@@ -6,10 +6,14 @@ import hashlib
 import itertools
 import json
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from runner.config.schema import ENGINE_AXES, TRIAL_AXES, ArmSection, ConfigError, RunConfig, SweepSection  # noqa: F401
 from runner.schema import EngineSettings
 from runner.spec_arm import SpecArm, spec_arms
+
+if TYPE_CHECKING:
+    from runner.measurement.workloads.base import WorkloadParams
 
 
 # What defines an engine, and so its id: named here, not derived from EngineSettings' fields, so that a new
@@ -61,14 +65,18 @@ class Trial:
     trial_id: str
     engine_id: str
     workload: str
-    params: dict = field(hash=False, compare=False)
+    # The point parsed once, by its workload's parameter class: the actor runs it as it comes.
+    params: WorkloadParams = field(hash=False, compare=False)
+    # The point as the sweep gave it (defaults left out): it keys the trial id and workload_params_json, so a
+    # new default changes no earlier id.
+    point: dict = field(default_factory=dict, hash=False, compare=False)
     concurrency: int = 1
     repeat: int = 0
     api: str = "async"
 
     @property
     def params_json(self) -> str:
-        return json.dumps(self.params, sort_keys=True)
+        return json.dumps(self.point, sort_keys=True)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -208,42 +216,54 @@ def expand_trials(*, engines: list[EngineConfig], workloads: dict[str, dict], co
                   repeats: int = 1) -> list[Trial]:
     concurrency = _as_list(concurrency, axis="concurrency")
     _refuse_duplicates(concurrency, axis="concurrency")
+    points = {name: _parsed_points(name, raw, concurrency=concurrency, repeats=repeats)
+              for name, raw in workloads.items()}  # parsed once, for every engine of their api
     trials: list[Trial] = []
     seen: dict[str, Trial] = {}
     for engine in engines:
-        for wname, wparams in workloads.items():
-            wparams = dict(wparams)
-            api = wparams.pop("api", "async")
+        for wname, (api, repeats_here, parsed) in points.items():
             if api != engine.api:
                 continue
-            levels = _as_list(wparams.pop("concurrency", concurrency), axis=f"workload.{wname}.concurrency")
-            repeats_here = int(wparams.pop("repeats", repeats))
-            for point in expand_workload_points(name=wname, params=wparams):
-                for c, r in itertools.product(point_levels(wname, point, levels), range(repeats_here)):
+            for point, params, levels in parsed:
+                for c, r in itertools.product(levels, range(repeats_here)):
                     key = {"engine": engine.engine_id, "workload": wname, "params": point,
                            "concurrency": int(c), "repeat": r, "api": api}
                     trial_id = "t-" + stable_hash(key)
                     if trial_id in seen:
                         raise PlanError(f"duplicate trial {key} (fix: remove the repeated value from the sweep)")
-                    trial = Trial(trial_id=trial_id, engine_id=engine.engine_id, workload=wname,
-                                  params=point, concurrency=int(c), repeat=r, api=api)
+                    trial = Trial(trial_id=trial_id, engine_id=engine.engine_id, workload=wname, params=params,
+                                  point=point, concurrency=int(c), repeat=r, api=api)
                     seen[trial_id] = trial
                     trials.append(trial)
     return trials
 
 
-def point_levels(workload: str, point: dict, levels: list) -> list[int]:
+def _parsed_points(name: str, raw: dict, *, concurrency: list, repeats: int):
+    """A workload's api, repeats, and each point as given, parsed, with its concurrency levels."""
+    raw = dict(raw)
+    api = raw.pop("api", "async")
+    levels = _as_list(raw.pop("concurrency", concurrency), axis=f"workload.{name}.concurrency")
+    repeats_here = int(raw.pop("repeats", repeats))
+    parsed = []
+    for point in expand_workload_points(name=name, params=raw):
+        params = parse_point(name, point)
+        parsed.append((point, params, point_levels(params, levels)))
+    return api, repeats_here, parsed
+
+
+def parse_point(workload: str, point: dict) -> WorkloadParams:
+    """A workload point in its workload's parameter class (the registry's), or a PlanError naming the fix."""
+    from runner.measurement.workloads import workload_class
+
+    try:
+        return workload_class(workload).parse_params(point)
+    except (TypeError, ValueError) as exc:
+        raise PlanError(str(exc)) from None
+
+
+def point_levels(params: WorkloadParams, levels: list) -> list[int]:
     """The concurrency levels of one workload point: the grid's, or an open-loop point's own cap (its
     max_concurrency, 0 for none) once, whatever the grid's concurrency axis says."""
-    from runner.measurement.workloads import WORKLOADS
-
-    cls = WORKLOADS.get(workload)
-    try:
-        params = cls.parse_params(point) if cls else None
-    except (TypeError, ValueError):
-        params = None
-    if params is None:
-        return [int(c) for c in levels]
     return list(dict.fromkeys(int(params.trial_concurrency(int(c))) for c in levels))
 
 

@@ -167,7 +167,7 @@ class RateSearch:
 
         def keep(trial, engine) -> bool:
             line = (engine.engine_id, trial.workload, line_params(trial.params_json))
-            return (line, parse_rate(trial.params.get("request_rate"))) in wanted
+            return (line, parse_rate(trial.point.get("request_rate"))) in wanted
 
         plan: Plan = select(build_plan(_with_rates(config, extra)), keep)
         lines = len({line for line, _ in wanted})

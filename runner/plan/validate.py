@@ -130,7 +130,7 @@ def check_max_len(*, grid: dict, model: ModelSection) -> list[str]:
 
 def check_workloads(*, workloads: dict, grid: dict) -> list[str]:
     from runner.measurement.workloads import WORKLOADS
-    from runner.plan.grid import expand_workload_points
+    from runner.plan.grid import expand_workload_points, parse_point
 
     errors = []
     max_lens = [n for n in _values(grid, "max_model_len") if isinstance(n, int)]
@@ -154,8 +154,8 @@ def check_workloads(*, workloads: dict, grid: dict) -> list[str]:
             continue
         for point in points:
             try:
-                params = cls.parse_params(point)
-            except (ValueError, TypeError) as exc:
+                params = parse_point(name, point)
+            except PlanError as exc:
                 errors.append(str(exc))
                 break
             errors.extend(f"workload {name!r}: {e} (fix: {_workload_fix(name, e)})" for e in params.validate())
@@ -506,7 +506,6 @@ def capacity_warnings(plan, *, model: ModelSection, engine: EngineSection) -> li
     above max_num_seqs. Estimates from config.json; prefix sharing is not counted (an upper bound)."""
     import json
 
-    from runner.measurement.workloads import WORKLOADS
     from runner.plan.labels import plan_labels
 
     shape = model_shape(model)
@@ -523,9 +522,8 @@ def capacity_warnings(plan, *, model: ModelSection, engine: EngineSection) -> li
             if key in seen:
                 continue
             seen.add(key)
-            cls = WORKLOADS.get(t.workload)
             try:
-                seq = min(cls.parse_params(t.params).max_sequence_tokens(), e.settings.max_model_len)
+                seq = min(t.params.max_sequence_tokens(), e.settings.max_model_len)
             except Exception:
                 continue
             where = f"engine {e.engine_id} ({labels[e.engine_id]}), {t.workload} c={t.concurrency}"

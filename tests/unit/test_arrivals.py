@@ -102,9 +102,11 @@ def test_open_loop_multi_turn_starts_sessions_on_the_clock_and_keeps_turns_close
 
 
 def test_open_loop_points_record_their_cap_not_the_grid_concurrency():
-    assert point_levels("decode", {"arrival": "poisson", "request_rate": 2}, [1, 4]) == [0]
-    assert point_levels("decode", {"arrival": "poisson", "request_rate": 2, "max_concurrency": 8}, [1, 4]) == [8]
-    assert point_levels("decode", {}, [1, 4]) == [1, 4]
+    decode = workload_class("decode")
+    assert point_levels(decode.parse_params({"arrival": "poisson", "request_rate": 2}), [1, 4]) == [0]
+    assert point_levels(decode.parse_params({"arrival": "poisson", "request_rate": 2, "max_concurrency": 8}),
+                        [1, 4]) == [8]
+    assert point_levels(decode.parse_params({}), [1, 4]) == [1, 4]
 
 
 def test_open_loop_warms_up_with_a_few_arrivals_at_once():

@@ -43,7 +43,26 @@ def test_ids_change_with_any_setting():
 def test_workload_list_values_are_axes():
     p = plan(workloads={"decode": {"input_len": [8, 16], "output_len": 4}})
     assert len(p.trials) == 16
-    assert {t.params["input_len"] for t in p.trials} == {8, 16}
+    assert {t.params.input_len for t in p.trials} == {8, 16}
+
+
+def test_trials_carry_their_point_parsed_once_and_given_as_written():
+    """The actor runs the parsed params as they come; the point as given keys the id and workload_params_json
+    (a default the sweep did not name stays out, so a new default moves no id)."""
+    import pickle
+
+    from runner.measurement.workloads.decode import DecodeParams
+
+    trial = plan(workloads={"decode": {"input_len": 8, "output_len": 4}}).trials[0]
+    assert isinstance(trial.params, DecodeParams) and (trial.params.input_len, trial.params.seed) == (8, 0)
+    assert trial.params_json == '{"input_len": 8, "output_len": 4}'
+    copy = pickle.loads(pickle.dumps(trial))  # as Ray sends it to the actor
+    assert copy == trial and copy.params == trial.params and copy.params_json == trial.params_json
+
+
+def test_a_point_its_workload_cannot_parse_is_a_plan_error():
+    with pytest.raises(PlanError, match="fix: remove or rename workload.decode.input_lenn"):
+        plan(workloads={"decode": {"input_lenn": 8}})
 
 
 def test_engine_axes_multiply_engines():

@@ -34,7 +34,7 @@ def _rows(stage, *, failed_rates=()) -> list[dict]:
     rows = []
     for t in stage.plan.trials:
         capacity = CAPACITY[engines[t.engine_id].spec_method]
-        rate = float(t.params["request_rate"])
+        rate = float(t.params.request_rate)
         rows.append({"trial_id": t.trial_id, "engine_id": t.engine_id, "workload": t.workload,
                      "workload_params_json": t.params_json, "repeat": t.repeat,
                      "status": "failed" if rate in failed_rates else "ok",
@@ -47,7 +47,7 @@ def _rates(stage) -> dict[str, set[float]]:
     engines = {e.engine_id: e.settings.spec_method for e in stage.plan.engines}
     rates: dict[str, set[float]] = {}
     for t in stage.plan.trials:
-        rates.setdefault(engines[t.engine_id], set()).add(float(t.params["request_rate"]))
+        rates.setdefault(engines[t.engine_id], set()).add(float(t.params.request_rate))
     return rates
 
 
@@ -137,7 +137,7 @@ def test_given_rates_run_with_saturation_as_written():
     config = _config(*GPU, "workload.decode.request_rate=[20,inf]")
     study = adaptive_study("rate_search")
     first = study.stage(0, config=config, rows=[])
-    assert {t.params["request_rate"] for t in first.plan.trials} == {20, math.inf}  # Hydra reads inf as a float
+    assert {t.params.request_rate for t in first.plan.trials} == {20, math.inf}  # Hydra reads inf as a float
     assert study.plannable(config).workload["decode"]["request_rate"] == [20, math.inf]
     assert study.plannable(_config(*GPU)).workload["decode"]["request_rate"] == ["inf"]  # the file's bare inf
 

@@ -187,7 +187,7 @@ def test_study_a_has_its_three_arms():
     got = {(e.settings.spec_method, e.settings.num_speculative_tokens, e.settings.enable_prefix_caching)
            for e in plan.engines}
     assert got == {("off", 0, True), ("mtp", 3, False), ("mtp", 3, True)}
-    shared = {t.params["prefix_len"] for t in plan.trials if t.workload == "shared_prefix"}
+    shared = {t.params.prefix_len for t in plan.trials if t.workload == "shared_prefix"}
     assert shared == {4096, 16384}
     assert {t.concurrency for t in plan.trials} == {1, 2, 4, 8, 16, 32}
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 import dataclasses
 
 from runner.config.schema import run_config
+from runner.measurement.workloads.decode import DecodeParams
 from runner.plan.grid import EngineConfig, Plan, Trial
 from runner.schema import EngineSettings
 from runner.scheduling.settings import Capacity, ExecutionSettings
@@ -12,7 +13,8 @@ from runner.slo import Slo
 
 def rounds_plan(engines: int, trials: int, repeats: int) -> Plan:
     es = [EngineConfig(engine_id=f"e{i}", settings=EngineSettings(model="m"), engine_args={}) for i in range(engines)]
-    ts = [Trial(trial_id=f"t{i}-{j}-r{r}", engine_id=f"e{i}", workload="decode", params={}, concurrency=j, repeat=r)
+    ts = [Trial(trial_id=f"t{i}-{j}-r{r}", engine_id=f"e{i}", workload="decode", params=DecodeParams(),
+                concurrency=j, repeat=r)
           for i in range(engines) for r in range(repeats) for j in range(trials)]
     return Plan(sweep="s", engines=es, trials=ts)
 
@@ -23,7 +25,8 @@ def tp_plan(*, tps_and_trials) -> Plan:
         engine = EngineConfig(engine_id=f"e{i}", settings=EngineSettings(model="m", tensor_parallel_size=tp),
                               engine_args={})
         engines.append(engine)
-        trials += [Trial(trial_id=f"t{i}-{j}", engine_id=engine.engine_id, workload="decode", params={})
+        trials += [Trial(trial_id=f"t{i}-{j}", engine_id=engine.engine_id, workload="decode",
+                         params=DecodeParams())
                    for j in range(n)]
     return Plan(sweep="s", engines=engines, trials=trials)
 
