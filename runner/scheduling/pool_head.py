@@ -95,9 +95,16 @@ def ensure_head(*, say=None) -> HeadRecord:
         return _start(say=say)
 
 
-def _ray_executable() -> str:
+# Ray's command line run by this interpreter: a site folder installed without its scripts has no `ray` on PATH.
+_RAY_CLI = "import sys; from ray.scripts.scripts import main; sys.argv[0] = 'ray'; main()"
+
+
+def _ray_command() -> list[str]:
     beside = Path(sys.executable).with_name("ray")
-    return str(beside) if beside.exists() else (shutil.which("ray") or "ray")
+    if beside.exists():
+        return [str(beside)]
+    found = shutil.which("ray")
+    return [found] if found else [sys.executable, "-c", _RAY_CLI]
 
 
 def _free_port() -> int:
@@ -113,7 +120,7 @@ def _start(*, say=None) -> HeadRecord:
     (say or (lambda line: None))(f"engine pool: starting a Ray head on 127.0.0.1:{port} (it outlives this command; "
                                  f"`vllm-sweep pool release --all` stops it)")
     with open(log, "w") as out:
-        head = subprocess.Popen([_ray_executable(), "start", "--head", f"--port={port}", "--block",
+        head = subprocess.Popen([*_ray_command(), "start", "--head", f"--port={port}", "--block",
                                  "--include-dashboard=false", "--disable-usage-stats", f"--temp-dir={temp_dir}"],
                                 stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                                 start_new_session=True)

@@ -120,3 +120,12 @@ def test_bad_pool_settings_are_refused_with_their_fix(values, fix):
 def test_pool_defaults():
     e = ExecutionSection()
     assert (e.keep_engines, e.pool, e.pool_ttl_s) == (False, "default", 1800)
+
+
+def test_the_pool_head_starts_without_a_ray_script_on_path(monkeypatch, tmp_path):
+    from runner.scheduling import pool_head
+
+    monkeypatch.setattr(pool_head.shutil, "which", lambda name: None)
+    monkeypatch.setattr(pool_head.sys, "executable", str(tmp_path / "python3"))
+    command = pool_head._ray_command()
+    assert command[:2] == [str(tmp_path / "python3"), "-c"] and "ray.scripts.scripts" in command[2]
