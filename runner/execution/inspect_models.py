@@ -1,5 +1,5 @@
 """`python -m runner.execution.inspect_models ARCH... [--mtp]`: fills vLLM's model-info cache for these
-architectures (and their MTP drafters with --mtp), in a process of its own.
+architectures (and their MTP drafters with --mtp), side by side, in a process of its own.
 
 vLLM inspects a model class in a subprocess the first time a machine loads it (kept in its cache folder,
 `modelinfos`); on a fresh H200 host that took ~24 s per architecture (target, then MTP drafter), serially, inside
@@ -27,8 +27,11 @@ def main(argv: list[str]) -> int:
     inspect = getattr(ModelRegistry, "_try_inspect_model_cls", None)
     if inspect is None:
         return 0
-    for arch in dict.fromkeys(archs):
-        inspect(arch)
+    from concurrent.futures import ThreadPoolExecutor
+
+    # Side by side: each inspection is a subprocess of vLLM's, and the first load needs all of them.
+    with ThreadPoolExecutor(max_workers=max(1, len(archs))) as pool:
+        list(pool.map(inspect, dict.fromkeys(archs)))
     return 0
 
 
