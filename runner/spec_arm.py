@@ -1,4 +1,4 @@
-"""The speculative arm: a method and its draft count k, from the config (runner.config.schema) through the plan
+"""The speculative arm: a method and its draft count k, from the config (runner.config.sections) through the plan
 to the result rows (runner.schema) and the report. Pure: imports nothing from the runner."""
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Why a command line's overrides do not compose, each with the override that fixes it: a misspelt key (with the
 likely intended one), an unknown group option (with the valid ones), a value of the wrong type for the schema
-(runner.config.schema), an override that does not parse. Used only once composing has failed."""
+(runner.config.sections), an override that does not parse. Used only once composing has failed."""
 from __future__ import annotations
 
 import dataclasses
@@ -17,7 +17,7 @@ def register_schema() -> None:
     """The schema in Hydra's ConfigStore, under the name conf/config.yaml's defaults start with."""
     from hydra.core.config_store import ConfigStore
 
-    from runner.config.schema import RunConfig
+    from runner.config.sections import RunConfig
 
     ConfigStore.instance().store(name=SCHEMA_NAME, node=RunConfig)
 
@@ -168,7 +168,7 @@ def _chain(exc: BaseException):
 
 def _schema_field(path: str):
     """The dataclass field of the schema at a dotted path ('sweep.grid.concurrency'), or None."""
-    from runner.config.schema import RunConfig
+    from runner.config.sections import RunConfig
 
     cls, found = RunConfig, None
     for part in path.split("."):
@@ -213,7 +213,7 @@ def _type_problem(text: str, exc: Exception, overrides: list[str]) -> Optional[t
 def _arm_key_problem(key: str, overrides: list[str]) -> tuple[Optional[str], str]:
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
-    from runner.config.schema import ENGINE_AXES
+    from runner.config.sections import ENGINE_AXES
 
     override = next((o for o in overrides if o.split("=", 1)[0].lstrip("+~") == "sweep.arms"), None)
     index = 0

@@ -1,4 +1,4 @@
-"""The schema (runner.config.schema) registered in Hydra's ConfigStore, and the config composed once.
+"""The schema (runner.config.sections) registered in Hydra's ConfigStore, and the config composed once.
 
 conf/config.yaml names the schema first in its defaults (`config_schema`), so every group's YAML merges into
 typed nodes: a misspelt key or a value of the wrong type fails at composition. `load_config` composes once
@@ -15,7 +15,7 @@ from typing import Any, Callable, ContextManager, Optional
 from omegaconf import DictConfig, OmegaConf
 
 from runner.config.overrides import PKG, SCHEMA_NAME, check_overrides, initialize_hydra, register_schema
-from runner.config.schema import ConfigError, RunConfig
+from runner.config.sections import ConfigError, RunConfig
 
 CONF_PACKAGE = "runner.conf"
 CONFIG_NAME = "config"

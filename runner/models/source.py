@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from runner.config.schema import ModelSection
+from runner.config.sections import ModelSection
 
 
 @dataclass(kw_only=True)

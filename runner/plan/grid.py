@@ -1,4 +1,4 @@
-"""Grid expansion: the typed config (runner.config.schema) in, engines and trials with stable ids out. Pure."""
+"""Grid expansion: the typed config (runner.config.sections) in, engines and trials with stable ids out. Pure."""
 from __future__ import annotations
 
 import dataclasses
@@ -8,7 +8,7 @@ import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from runner.config.schema import ENGINE_AXES, TRIAL_AXES, ArmSection, ConfigError, RunConfig, SweepSection  # noqa: F401
+from runner.config.sections import ENGINE_AXES, TRIAL_AXES, ArmSection, ConfigError, RunConfig, SweepSection  # noqa: F401
 from runner.schema import EngineSettings
 from runner.spec_arm import SpecArm, spec_arms
 

@@ -20,7 +20,7 @@ import math
 from dataclasses import replace
 from typing import Optional
 
-from runner.config.schema import ConfigError, RunConfig
+from runner.config.sections import ConfigError, RunConfig
 from runner.measurement.arrivals import Arrival, parse_rate
 from runner.measurement.rate_bracket import (Bracket, BracketState, RatePoint, bracket, line_params, rates_between,
                                              round_rate)

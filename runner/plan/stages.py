@@ -11,7 +11,7 @@ import importlib
 from dataclasses import dataclass, replace
 from typing import Callable, Iterator, Optional, Protocol
 
-from runner.config.schema import ConfigError, RunConfig
+from runner.config.sections import ConfigError, RunConfig
 from runner.plan.grid import Plan
 
 # name → "module:class" (imported when chosen, so that a study's numerics load only where it runs).

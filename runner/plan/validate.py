@@ -1,12 +1,12 @@
 """Check the typed config against its environment before any engine starts: the model's files, the workloads'
 parameters, vLLM's engine-argument rules, capacity. (Each section's own values are checked as it is built, in
-runner.config.schema.) Each message names the override that fixes it."""
+runner.config.sections.) Each message names the override that fixes it."""
 from __future__ import annotations
 
 import os
 from typing import Iterable, Optional
 
-from runner.config.schema import ENGINE_AXES, TRIAL_AXES, EngineSection, ModelSection, RunConfig, SweepSection
+from runner.config.sections import ENGINE_AXES, TRIAL_AXES, EngineSection, ModelSection, RunConfig, SweepSection
 from runner.plan import load_checks
 from runner.plan.grid import PlanError
 from runner.spec_arm import SPEC_METHODS, SpecArm

@@ -5,7 +5,7 @@ import os
 from dataclasses import dataclass
 from typing import Optional
 
-from runner.config.schema import EngineSection, EngineStart, Residency, RunConfig, Warmup
+from runner.config.sections import EngineSection, EngineStart, Residency, RunConfig, Warmup
 from runner.scheduling.device import DevicePolicy, policy_for
 from runner.slo import Slo
 

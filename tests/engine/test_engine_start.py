@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from runner.config.schema import EngineStart
+from runner.config.sections import EngineStart
 from runner.execution import engine_process
 
 pytestmark = pytest.mark.engine
@@ -53,7 +53,7 @@ def test_a_start_called_while_prepare_still_imports_forks_the_engine_core():
     a forked engine core (on the H200 a start during prepare fell back to a cold spawn)."""
     import ray
 
-    from runner.config.schema import ModelSection, run_config
+    from runner.config.sections import ModelSection, run_config
     from runner.execution.actor import EngineActor
     from runner.scheduling.cluster import connect_ray
     from runner.measurement.records import RunKeys

@@ -36,7 +36,7 @@ TRIAL_TIMEOUT_S = 20
 
 def kv_bytes_per_token() -> int:
     """The embedded model's KV bytes per token under MTP, from its own config.json."""
-    from runner.config.schema import ModelSection
+    from runner.config.sections import ModelSection
     from runner.models.source import resolve_model_source
 
     path = resolve_model_source(ModelSection(name="tiny-mtp-dummy", builtin="tiny_mtp", weights="dummy",

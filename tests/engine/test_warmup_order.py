@@ -45,7 +45,7 @@ def ray_cluster():
 def engine_actor(ray, *, warmup: str):
     from runner.execution.actor import EngineActor
     from runner.measurement.records import RunKeys
-    from runner.config.schema import ModelSection, run_config
+    from runner.config.sections import ModelSection, run_config
     from runner.plan.grid import build_plan
 
     plan = build_plan(run_config(sweep_name="order", model="tiny-mtp", grid={"spec_method": ["off"], "max_model_len": [1024],

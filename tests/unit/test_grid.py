@@ -1,6 +1,6 @@
 import pytest
 
-from runner.config.schema import run_config
+from runner.config.sections import run_config
 from runner.spec_arm import SpecArm, spec_arms
 from runner.plan.grid import PlanError, build_plan, stable_hash
 

@@ -1,7 +1,7 @@
 """One tie band: the report's default, the race's and the shipped config's are the same number."""
 from __future__ import annotations
 
-from runner.config.schema import SweepSection
+from runner.config.sections import SweepSection
 from runner.config.store import load_config
 from runner.measurement.stats import TIE_BAND
 from runner.config.report import parse_settings

@@ -69,7 +69,7 @@ def test_capacity_wall_is_warned_and_still_planned():
 def test_mtp_layers_count_in_the_kv_estimate():
     from runner.plan.validate import kv_bytes_per_token, model_shape
 
-    from runner.config.schema import ModelSection
+    from runner.config.sections import ModelSection
 
     shape = model_shape(ModelSection(name="tiny-mtp", builtin="tiny_mtp"))
     off = kv_bytes_per_token(shape=shape, engine_args={}, spec_method="off")
@@ -151,7 +151,7 @@ def test_labels_name_every_difference_and_nothing_shared():
 
 
 def test_make_plan_raises_plan_error_not_a_traceback():
-    from runner.config.schema import ConfigError
+    from runner.config.sections import ConfigError
 
     with pytest.raises(ConfigError):
         _plan(["sweep.repeats=abc"])

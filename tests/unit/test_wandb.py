@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from runner.config.schema import TrackingSection
+from runner.config.sections import TrackingSection
 from runner.sinks import wandb_sink
 from runner.sinks.tracking import NullTracker, open_tracker
 from runner.sinks.wandb_sink import trial_config, trial_summary

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from runner.config.schema import run_config
+from runner.config.sections import run_config
 from runner.measurement.workloads.decode import DecodeParams
 from runner.plan.grid import EngineConfig, Plan, Trial
 from runner.schema import EngineSettings

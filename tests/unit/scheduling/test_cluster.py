@@ -1,7 +1,7 @@
 """What the cluster offers (pure where Ray's resources are given)."""
 from __future__ import annotations
 
-from runner.config.schema import ClusterSection
+from runner.config.sections import ClusterSection
 from runner.scheduling.cluster import cluster_capacity
 
 

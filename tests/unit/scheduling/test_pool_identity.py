@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from runner.config.schema import ConfigError, ExecutionSection, ModelSection
+from runner.config.sections import ConfigError, ExecutionSection, ModelSection
 from runner.execution.pooled import Membership, PoolEntry
 from runner.plan.grid import EngineConfig
 from runner.schema import EngineSettings

@@ -1,7 +1,7 @@
 """The driver's settings come from the typed config once, enums kept."""
 from __future__ import annotations
 
-from runner.config.schema import EngineStart, Residency, RunConfig, Warmup
+from runner.config.sections import EngineStart, Residency, RunConfig, Warmup
 from runner.scheduling.device import CUDA
 from runner.scheduling.settings import ExecutionSettings, execution_env
 from runner.slo import Metric, Slo, Target
@@ -23,7 +23,7 @@ def test_every_setting_comes_from_the_config_none_has_a_default_of_its_own():
 
 
 def test_actor_env_carries_node_switches_and_keeps_nvlink_multicast_off():
-    from runner.config.schema import EngineSection
+    from runner.config.sections import EngineSection
 
     env = execution_env(EngineSection(device="cpu", cpu_kvcache_space_gib=2),
                         environ={"PYTHONPATH": "/x", "HOME": "/h"})
