@@ -12,7 +12,7 @@ from typing import Iterator, Optional
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from runner.config.sections import ClusterSection, ConfigError, RunConfig, SweepSection
+from runner.config.sections import ConfigError, RunConfig, SweepSection
 from runner.config.store import CONF_DIR, run_job, typed
 from runner.measurement.records import RunKeys
 from runner.plan.grid import Plan, PlanError, build_plan
@@ -21,6 +21,7 @@ from runner.plan.stages import Stage, adaptive_study, run_stages
 from runner.plan.validate import capacity_warnings, engine_arg_spec, validate
 from runner.schema import TrialStatus
 from runner.scheduling.settings import ExecutionSettings
+from runner.scheduling.startup import begin_model_info, dry_run_capacity, prepare_builtin_model, start_ray
 
 
 def make_plan(config: RunConfig, *, check_engine_args: bool = True, warn=None) -> Plan:
@@ -46,48 +47,15 @@ def race_warnings(sweep: SweepSection) -> list[str]:
             f"{MIN_ROUNDS + 2})"]
 
 
-def start_ray(cluster: ClusterSection, *, device: str, pool: Optional[str] = None):
-    """Starts (or joins) Ray; returns what the cluster offers (device units, engines side by side). `pool`
-    (execution.keep_engines): engines outlive the command, on a cluster that does too: the one named, else the
-    runner's own head node (started by the first such command)."""
-    from runner.scheduling.cluster import cluster_capacity, connect_ray
-
-    if pool is None:
-        connect_ray(address=cluster.address)
-    else:
-        from runner.scheduling.pool_head import ensure_head
-        from runner.scheduling.pool_identity import pool_namespace
-
-        address = cluster.address or ensure_head(say=lambda line: print(line, flush=True)).address
-        connect_ray(address=address, namespace=pool_namespace(pool))
-    return cluster_capacity(cluster=cluster, device=device)
-
-
-def _dry_run_capacity(cluster: ClusterSection, *, device: str):
-    """The plan's capacity without starting Ray: local GPUs on cuda (None when joining a cluster)."""
-    from runner.scheduling.cluster import cluster_capacity
-
-    if device != "cuda":
-        return cluster_capacity(cluster=cluster, device=device, resources={})
-    if cluster.address:
-        return None
-    try:
-        import torch
-
-        return cluster_capacity(cluster=cluster, device=device, resources={"GPU": torch.cuda.device_count()})
-    except Exception:
-        return None
-
-
 def run_sweep(cfg: DictConfig, *, run_dir: Path, config: Optional[RunConfig] = None) -> int:
     """`config`: the typed `cfg` where the caller already built it."""
     wall_start = time.perf_counter()
     try:
         config = config or typed(cfg)  # the one conversion: everything below takes typed objects
         if not config.dry_run:
-            from runner.scheduling import bytecode
+            from runner.scheduling.startup import begin_compile
 
-            bytecode.begin()  # beside validation, Ray's start and the first actor's imports
+            begin_compile()  # beside validation, Ray's start and the first actor's imports
         study = adaptive_study(config.sweep.adaptive)
         plan = make_plan(study.plannable(config) if study else config)
         report = config.report
@@ -107,7 +75,7 @@ def run_sweep(cfg: DictConfig, *, run_dir: Path, config: Optional[RunConfig] = N
             print(f"adaptive study {config.sweep.adaptive}: stage {first.name!r} below ({first.why}); later stages "
                   f"are planned from its results")
         device = config.engine.device
-        capacity = _dry_run_capacity(config.cluster, device=device)
+        capacity = dry_run_capacity(config.cluster, device=device)
         print(describe_plan(first.plan, done=done, parallel=capacity.max_parallel_engines if capacity else 0))
         print("\n".join(describe_devices(first.plan, device=device, capacity=capacity, done=done)))
         return 0
@@ -137,16 +105,14 @@ def run_sweep(cfg: DictConfig, *, run_dir: Path, config: Optional[RunConfig] = N
         tracker.finish()
     print(f"results: {run_dir}")
     if config.execution.keep_engines:
-        print(_pool_note(config).lstrip("; "))
+        print(_pool_note(config))
     print(f"total time: {time.perf_counter() - wall_start:.1f} s")
     return 0
 
 
 def _pool_note(config: RunConfig) -> str:
-    if not config.execution.keep_engines:
-        return ""
     pool = config.execution.pool
-    return (f"; engines kept in pool {pool!r} for {config.execution.pool_ttl_s:g} s idle (vllm-sweep pool list; "
+    return (f"engines kept in pool {pool!r} for {config.execution.pool_ttl_s:g} s idle (vllm-sweep pool list; "
             f"vllm-sweep pool release {pool} frees them)")
 
 
@@ -160,41 +126,6 @@ def _write_report(run_dir: Path) -> None:
     except Exception as exc:  # the results are already on disk; a report bug must not fail the sweep
         print(f"warning: report failed ({type(exc).__name__}: {exc}); retry: python -m runner.report {run_dir}",
               file=sys.stderr)
-
-
-def _prepare_builtin_model(model) -> None:
-    """On a local cluster, build (and train) the embedded model here, in view, before any engine waits on it.
-
-    Actors on other nodes still build their own copy; this moves the first-use cost out of an engine's
-    start-up timeout and onto the terminal, where the user sees it.
-    """
-    if model.builtin != "tiny_mtp":
-        return
-    from runner.models.source import tiny_weights
-    from runner.models.tiny import tiny_model_dir, tiny_model_ready
-
-    if tiny_model_ready(weights=tiny_weights(model)):
-        return
-    folder = tiny_model_dir()
-    print("preparing the embedded model (first use only; training takes a few minutes on CPU) ...", flush=True)
-    started = time.perf_counter()
-    from runner.models.source import resolve_model_source
-
-    resolve_model_source(model)
-    print(f"model ready in {time.perf_counter() - started:.0f} s: {folder}", flush=True)
-
-
-def _begin_model_info(config: RunConfig, plan: Plan) -> None:
-    """vLLM's model-info cache filled beside Ray's start and the first actor's imports (runner.scheduling.bytecode);
-    a failure only leaves that cost where it was, in the first load."""
-    from runner.models.source import resolve_model_source
-    from runner.scheduling.bytecode import begin_model_info
-
-    try:
-        folder = Path(resolve_model_source(config.model).path)
-    except Exception:
-        return
-    begin_model_info(folder / "config.json", mtp=any(e.settings.spec_method == "mtp" for e in plan.engines))
 
 
 def _to_run(stage: Stage, *, config: RunConfig, sink) -> tuple[set[str], list]:
@@ -233,7 +164,8 @@ def _execute(*, stages: Iterator[Stage], base_plan: Plan, config: RunConfig, sin
     except (Interrupted, KeyboardInterrupt):
         _ignore_signals()
         print(f"\ninterrupted: finished trials are in {run_dir}; the trial in flight reruns; "
-              f"run the same command again to resume{_pool_note(config)}", file=sys.stderr)
+              f"run the same command again to resume"
+              + (f"; {_pool_note(config)}" if config.execution.keep_engines else ""), file=sys.stderr)
         return 130
     except ConfigError as exc:  # a later stage of an adaptive study that cannot be planned
         _ignore_signals()
@@ -271,9 +203,9 @@ class _Session:
 
         device = config.engine.device
         if not config.cluster.address:
-            _prepare_builtin_model(config.model)
+            prepare_builtin_model(config.model)
             if device == "cuda":
-                _begin_model_info(config, plan)
+                begin_model_info(config.model, mtp=any(e.settings.spec_method == "mtp" for e in plan.engines))
         capacity = start_ray(config.cluster, device=device,
                              pool=config.execution.pool if config.execution.keep_engines else None)
         for sig in previous:  # again: ray.init installs its own SIGTERM handler (which aborted the process)

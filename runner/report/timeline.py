@@ -43,7 +43,7 @@ class DeviceTime:
         return self.wall_s - self.prepare_s - self.loads_wall_s - self.trials_s - self.sleep_s - self.wake_s
 
     def outside_init_and(self, inside_s: float) -> float:
-        """The wall beyond vLLM's own init and `inside_s`: with the workload runs, what a runner can still take
+        """The wall beyond vLLM's own init and `inside_s`: with the workload runs, what the runner can still take
         away (launch, preparation, warm-ups, sleeps and wakes, its own calls)."""
         return self.wall_s - min(self.vllm_init_s, self.loads_wall_s) - inside_s
 
@@ -52,6 +52,8 @@ class DeviceTime:
             return f"{statistics.median(values):.2f} s (n={len(values)}, {min(values):.2f}–{max(values):.2f})" \
                 if values else "–"
         share = (lambda x: f"{x / self.wall_s:.0%}") if self.wall_s else (lambda x: "–")
+        beyond_runs = self.outside_init_and(self.workload_runs_s)
+        beyond_measured = self.outside_init_and(self.measured_s)
         return [
             {"what": "wall (each command's start → its last span's end)", "seconds": f"{self.wall_s:.1f}", "share": "100%"},
             {"what": "command start → first engine call", "seconds": f"{self.launch_s:.1f}",
@@ -67,11 +69,10 @@ class DeviceTime:
              "share": share(self.sleep_s + self.wake_s)},
             {"what": "runner's own time (wall − preparation − loads − trials − sleep − wake)", "seconds": f"{self.runner_s:.1f}",
              "share": share(self.runner_s)},
-            {"what": "outside vLLM's init and the workload runs (cold phases included): the runner's share",
-             "seconds": f"{self.outside_init_and(self.workload_runs_s):.1f}",
-             "share": share(self.outside_init_and(self.workload_runs_s))},
-            {"what": "outside vLLM's init and the measured windows", "seconds":
-             f"{self.outside_init_and(self.measured_s):.1f}", "share": share(self.outside_init_and(self.measured_s))},
+            {"what": "outside vLLM's init and the workload runs (their cold phases included)",
+             "seconds": f"{beyond_runs:.1f}", "share": share(beyond_runs)},
+            {"what": "outside vLLM's init and the measured windows", "seconds": f"{beyond_measured:.1f}",
+             "share": share(beyond_measured)},
             {"what": "warm-ups against the measured windows (against the workload runs)",
              "seconds": f"{self.warmup_s:.1f} / {self.measured_s:.1f} ({self.workload_runs_s:.1f})",
              "share": f"{self.warmup_s / self.measured_s:.0%} ({self.warmup_s / self.workload_runs_s:.0%})"

@@ -140,15 +140,14 @@ class ActorPool:
         from runner.execution.engine_process import resolve
 
         s, policy = self.settings, self.policy
-        # Pooled engines stay in their lane's share of the device beside the ones loading: the resident share.
-        options = policy.actor_resources(width=policy.units_needed(engine), share=lane_share(
-            policy.may_stay_resident(engine, s.resident) or self.keep))
+        # A pooled engine stays between turns like a resident one (a pooled CUDA engine sleeps in the pool).
+        stays = policy.may_stay_resident(engine, s.resident) or self.keep
+        options = policy.actor_resources(width=policy.units_needed(engine), share=lane_share(stays))
         if bundle is not None:
             from runner.scheduling.cluster import scheduling_strategy
 
             options["scheduling_strategy"] = scheduling_strategy(bundle)
-        env = actor_env(base=s.env, engine=engine, sleeps=policy.residents_sleep and (
-            policy.may_stay_resident(engine, s.resident) or self.keep))  # a pooled CUDA engine sleeps in the pool
+        env = actor_env(base=s.env, engine=engine, sleeps=policy.residents_sleep and stays)
         if policy.binds_cores and lanes > 1 and "VLLM_CPU_OMP_THREADS_BIND" not in env:
             # Every CPU engine would otherwise pin its threads to the same cores.
             env["VLLM_CPU_OMP_THREADS_BIND"] = cpu_binding(slot=lane, cores_per_engine=s.cpus_per_engine,

@@ -1,7 +1,7 @@
-"""The engine stack's byte-compilation at the command's start (runner.scheduling.bytecode): what it compiles."""
+"""The engine stack's byte-compilation at the command's start (runner.scheduling.startup): what it compiles and inspects."""
 import sys
 
-from runner.scheduling.bytecode import compile_command, package_dirs
+from runner.scheduling.startup import compile_command, package_dirs
 
 
 def test_finds_installed_packages_without_importing_them():
@@ -18,7 +18,7 @@ def test_compiles_on_every_core_quietly():
 
 def test_model_info_for_the_model_and_its_mtp_drafters(tmp_path):
     from runner.execution.inspect_models import mtp_drafters
-    from runner.scheduling.bytecode import model_info_command
+    from runner.scheduling.startup import model_info_command
 
     (tmp_path / "config.json").write_text('{"architectures": ["MiMoForCausalLM"]}')
     command = model_info_command(tmp_path / "config.json", mtp=True)

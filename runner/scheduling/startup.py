@@ -1,0 +1,139 @@
+"""What stands between a command and its first engine, on the driver: the embedded model's folder, Ray (or the
+engine pool's head), and first-use costs that land on disk, started beside the command's own start-up instead of
+inside the first engine's load: Python's byte-compilation of the engine stack, and vLLM's model-info cache.
+
+An install without `.pyc` files (pip's `--no-compile`, an unpacked site folder, a machine that sets
+PYTHONDONTWRITEBYTECODE) makes every process that imports vLLM compile every module it touches; compiling the
+packages in parallel at the start takes that off the engines (where the cache exists it only checks timestamps:
+under a second here). vLLM inspects each model class in a subprocess the first time a machine loads it
+(runner/execution/inspect_models.py fills that cache ahead; docs/benchmarks.md has the H200's figures).
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Optional
+
+from runner.config.sections import ClusterSection, ModelSection
+
+# What the actors and engine processes import (each process anew).
+ENGINE_PACKAGES = ("vllm", "transformers", "ray", "hydra", "omegaconf")
+
+
+def package_dirs(names=ENGINE_PACKAGES) -> list[Path]:
+    """The source folders of the installed packages among `names`, found without importing them."""
+    folders = []
+    for name in names:
+        spec = importlib.util.find_spec(name)
+        locations = list(spec.submodule_search_locations or []) if spec else []
+        folders += [Path(p) for p in locations if Path(p).is_dir()]
+    return folders
+
+
+def compile_command(folders: list[Path]) -> list[str]:
+    """`compileall` over the folders on every core; quiet, and a folder it cannot write to is no error."""
+    return [sys.executable, "-m", "compileall", "-q", "-j", "0", *map(str, folders)]
+
+
+def begin_compile(names=ENGINE_PACKAGES) -> Optional[subprocess.Popen]:
+    """Starts the compilation in the background (niced: it must never compete with a measured window)."""
+    folders = package_dirs(names)
+    if not folders:
+        return None
+    try:
+        return subprocess.Popen(compile_command(folders), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                stdin=subprocess.DEVNULL, preexec_fn=lambda: os.nice(10))
+    except OSError:
+        return None
+
+
+def model_info_command(config_json: Path, *, mtp: bool) -> Optional[list[str]]:
+    """vLLM's model-info cache for the model's architectures (and their MTP drafters), as a command; None where
+    the model folder names none."""
+    import json
+
+    try:
+        archs = list(json.loads(config_json.read_text()).get("architectures") or [])
+    except (OSError, ValueError):
+        return None
+    if not archs:
+        return None
+    return [sys.executable, "-m", "runner.execution.inspect_models", *archs, *(["--mtp"] if mtp else [])]
+
+
+def begin_model_info(model: ModelSection, *, mtp: bool) -> Optional[subprocess.Popen]:
+    """vLLM's model-info cache filled beside Ray's start and the first actor's imports; a failure only leaves
+    that cost where it was, in the first load."""
+    from runner.models.source import resolve_model_source
+
+    try:
+        folder = Path(resolve_model_source(model).path)
+    except Exception:
+        return None
+    command = model_info_command(folder / "config.json", mtp=mtp)
+    if command is None:
+        return None
+    try:
+        return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                stdin=subprocess.DEVNULL)
+    except OSError:
+        return None
+
+
+def prepare_builtin_model(model: ModelSection) -> None:
+    """On a local cluster, build (and train) the embedded model here, in view, before any engine waits on it.
+
+    Actors on other nodes still build their own copy; this moves the first-use cost out of an engine's
+    start-up timeout and onto the terminal, where the user sees it.
+    """
+    if model.builtin != "tiny_mtp":
+        return
+    from runner.models.source import tiny_weights
+    from runner.models.tiny import tiny_model_dir, tiny_model_ready
+
+    if tiny_model_ready(weights=tiny_weights(model)):
+        return
+    folder = tiny_model_dir()
+    print("preparing the embedded model (first use only; training takes a few minutes on CPU) ...", flush=True)
+    started = time.perf_counter()
+    from runner.models.source import resolve_model_source
+
+    resolve_model_source(model)
+    print(f"model ready in {time.perf_counter() - started:.0f} s: {folder}", flush=True)
+
+
+def start_ray(cluster: ClusterSection, *, device: str, pool: Optional[str] = None):
+    """Starts (or joins) Ray; returns what the cluster offers (device units, engines side by side). `pool`
+    (execution.keep_engines): engines outlive the command, on a cluster that does too: the one named, else the
+    runner's own head node (started by the first such command)."""
+    from runner.scheduling.cluster import cluster_capacity, connect_ray
+
+    if pool is None:
+        connect_ray(address=cluster.address)
+    else:
+        from runner.scheduling.pool_head import ensure_head
+        from runner.scheduling.pool_identity import pool_namespace
+
+        address = cluster.address or ensure_head(say=lambda line: print(line, flush=True)).address
+        connect_ray(address=address, namespace=pool_namespace(pool))
+    return cluster_capacity(cluster=cluster, device=device)
+
+
+def dry_run_capacity(cluster: ClusterSection, *, device: str):
+    """The plan's capacity without starting Ray: local GPUs on cuda (None when joining a cluster)."""
+    from runner.scheduling.cluster import cluster_capacity
+
+    if device != "cuda":
+        return cluster_capacity(cluster=cluster, device=device, resources={})
+    if cluster.address:
+        return None
+    try:
+        import torch
+
+        return cluster_capacity(cluster=cluster, device=device, resources={"GPU": torch.cuda.device_count()})
+    except Exception:
+        return None
