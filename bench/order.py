@@ -46,11 +46,12 @@ def start_engine(ray, *, warmup: str):
 
 
 def trial_of(engine, shape: dict, repeat: int):
-    from runner.plan.grid import Trial
+    from runner.plan.grid import Trial, parse_point
 
-    params = {"input_len": shape["input_len"], "output_len": shape["output_len"]}
+    point = {"input_len": shape["input_len"], "output_len": shape["output_len"]}
     return Trial(trial_id=f"t-{shape['concurrency']}-{shape['input_len']}-{repeat}", engine_id=engine.engine_id,
-                 workload="decode", params=params, concurrency=shape["concurrency"], repeat=repeat)
+                 workload="decode", params=parse_point("decode", point), point=point,
+                 concurrency=shape["concurrency"], repeat=repeat)
 
 
 def run(ray, actor, trials) -> list:
