@@ -147,32 +147,27 @@ def _deprecated(old: str, new: str) -> None:
 
 def old_report_slo(raw: Any) -> Slo:
     """`report.slo` of older configs ({ttft_p99_ms: 500, ...}), with a warning per key set (stderr)."""
-    targets = []
-    for key, value in dict(raw or {}).items():
-        if value is None:
-            continue
-        if key not in OLD_REPORT_KEYS:
-            raise SloError(f"report.slo has no target {key!r}; the targets are now slo.ttft, slo.tpot and "
-                           f"slo.e2el with slo.percentile (fix: slo.ttft=500)")
-        metric, percentile = OLD_REPORT_KEYS[key]
-        tail = "" if percentile == DEFAULT_PERCENTILE else f" slo.percentile={percentile}"
-        _deprecated(f"report.slo.{key}", f"slo.{metric}={value:g}{tail}")
-        targets.append(Target(metric=metric, ms=_ms(value, where=f"report.slo.{key}"), percentile=percentile))
-    return Slo(targets=tuple(targets))
+    return _old_slo(raw, section="report.slo", keys=OLD_REPORT_KEYS, valid="slo.ttft, slo.tpot and slo.e2el with "
+                    "slo.percentile")
 
 
 def old_execution_slo(raw: Any) -> Slo:
     """`execution.slo` of older configs ({ttft_ms: 500, ...}), with a warning per key set (stderr)."""
+    keys = {key: (metric, DEFAULT_PERCENTILE) for key, metric in OLD_EXECUTION_KEYS.items()}
+    return _old_slo(raw, section="execution.slo", keys=keys, valid="slo.ttft, slo.tpot and slo.e2el")
+
+
+def _old_slo(raw: Any, *, section: str, keys: dict, valid: str) -> Slo:
     targets = []
     for key, value in dict(raw or {}).items():
         if value is None:
             continue
-        if key not in OLD_EXECUTION_KEYS:
-            raise SloError(f"execution.slo has no target {key!r}; the targets are now slo.ttft, slo.tpot and "
-                           f"slo.e2el (fix: slo.ttft=500)")
-        metric = OLD_EXECUTION_KEYS[key]
-        _deprecated(f"execution.slo.{key}", f"slo.{metric}={value:g}")
-        targets.append(Target(metric=metric, ms=_ms(value, where=f"execution.slo.{key}")))
+        if key not in keys:
+            raise SloError(f"{section} has no target {key!r}; the targets are now {valid} (fix: slo.ttft=500)")
+        metric, percentile = keys[key]
+        tail = "" if percentile == DEFAULT_PERCENTILE else f" slo.percentile={percentile}"
+        _deprecated(f"{section}.{key}", f"slo.{metric}={value:g}{tail}")
+        targets.append(Target(metric=metric, ms=_ms(value, where=f"{section}.{key}"), percentile=percentile))
     return Slo(targets=tuple(targets))
 
 
