@@ -27,6 +27,7 @@ from runner.measurement.workloads import workload_class
 from runner.measurement.workloads.base import TrialContext, WholeRun
 from runner.models.source import ModelSource, resolve_model_source
 from runner.plan.grid import EngineConfig, Trial
+from runner.schema import TrialStatus
 
 KV_SAMPLE_EVERY_S = 0.2
 # A warm-up keeps the trial's prompt lengths, turns and concurrency (what first-use costs depend on) but
@@ -38,8 +39,8 @@ class EngineActor(PoolMember):
     """Wrapped by `ray.remote` in the scheduler (resources differ per device kind)."""
 
     def __init__(self, *, env: dict[str, str], keys: RunKeys, slo: Slo = Slo(), warmup: Warmup = Warmup.AUTO,
-                 warmup_output_cap: Optional[int] = WARMUP_OUTPUT_CAP, engine_start: EngineStart = EngineStart.SPAWN,
-                 pool_entry: Optional[PoolEntry] = None):
+                 warmup_output_cap: Optional[int] = WARMUP_OUTPUT_CAP, replay_first_trial: bool = True,
+                 engine_start: EngineStart = EngineStart.SPAWN, pool_entry: Optional[PoolEntry] = None):
         for name, value in env.items():  # None: unset what the node's environment may carry
             if value is None:
                 os.environ.pop(name, None)
@@ -55,6 +56,10 @@ class EngineActor(PoolMember):
         self.warm_shapes: set[tuple] = set()
         self.warm_points: set[tuple] = set()  # light warm-up: workload points run once at one session
         self.warm_batches: set[tuple] = set()  # light warm-up: (workload, api, concurrency) given a short pass
+        # The first-trial check: the trial after a load (or a pool wake) runs twice, the same prompts both times,
+        # so a first-use cost the warm-up missed shows as a gap between the two (later rounds send other prompts).
+        self.replay_first_trial = replay_first_trial
+        self.replay_due = False
         # How vLLM's engine-core process starts (runner/execution/engine_process.py); installed once, in prepare.
         self.engine_start = EngineStart(engine_start)
         self.start_method = None
@@ -92,6 +97,7 @@ class EngineActor(PoolMember):
             columns = await self.host.start()
             quiet_heap()
             self.start_columns = {**columns, "engine_start": str(self.start_method)}
+            self.replay_due = self.replay_first_trial
             return StartResult(ok=True, columns=self.start_columns)
         except Exception as exc:  # a start-up failure is a result, not a crash of the sweep
             detail = "".join(traceback.format_exception(exc))
@@ -126,6 +132,24 @@ class EngineActor(PoolMember):
         except Exception as exc:
             await drain(self.host)
             return self._failed(trial, attempt, kind="warmup_error", exc=exc)
+        result = await self._measure(trial=trial, workload=workload, params=params, attempt=attempt,
+                                     warmup_s=warmup_s)
+        await fault_point(trial=trial, attempt=attempt)  # test hook; inert unless RUNNER_FAULTS is set
+        if self.replay_due and result.trial.status == TrialStatus.OK:
+            self.replay_due = False
+            started = time.perf_counter()
+            try:
+                await reset_prefix_cache(self.host)
+                result.replay = await self._measure(trial=trial, workload=workload, params=params, attempt=attempt,
+                                                    warmup_s=None)
+            except ResetFailed:
+                pass  # no check this time; the trial's own figures stand
+            result.trial.replay_s = time.perf_counter() - started
+        return result
+
+    async def _measure(self, *, trial: Trial, workload, params, attempt: int,
+                       warmup_s: Optional[float]) -> TrialResult:
+        """One measured run of the trial (its seeds fixed by the trial's repeat, so a rerun sends the same prompts)."""
         window = CounterWindow()
         await window.open_whole()
         peak = [0.0]
@@ -145,7 +169,6 @@ class EngineActor(PoolMember):
             await drain(self.host)  # the next trial must not share the engine with this one's leftovers
             return self._failed(trial, attempt, kind="workload_error", exc=exc)
         gc_columns = self.gc_pauses.stop()
-        await fault_point(trial=trial, attempt=attempt)  # test hook; inert unless RUNNER_FAULTS is set
         sampler.cancel()
         row = trial_row(keys=self.keys, trial=trial, settings=self.engine.settings, results=results,
                         measured_phases=params.measured_phases(), wall_s=wall_s, started_at=started_at,

@@ -19,3 +19,4 @@ class StartResult:
 class TrialResult:
     trial: object  # runner.schema.TrialRecord
     requests: list
+    replay: Optional["TrialResult"] = None  # the first-trial check's rerun (runner.schema TABLES["replays"])

@@ -203,22 +203,32 @@ def schedule_section(a) -> str:
 
 
 def first_trial_section(a) -> str:
-    """Each load's and wake's first trial against the same point in later rounds (runner.report.first_trials)."""
-    from runner.report.first_trials import BAND, first_at_point_checks, first_trial_checks, point_line, summary_line
+    """Each load's first trial against its rerun, and each load's and wake's first trial against the same point in
+    later rounds (runner.report.first_trials)."""
+    from runner.report.first_trials import (BAND, first_at_point_checks, first_trial_checks, point_line, replay_checks,
+                                            replay_line, summary_line)
     from runner.report.samples import sample_values
 
     r = a.results
     samples = sample_values(r.trials, r.requests)
+    replays = getattr(r, "replays", None)
+    reruns = replay_checks(r.trials, samples, replays, sample_values(replays, r.replay_requests)
+                           if replays is not None and len(replays) else samples.iloc[0:0], r.engines)
     checks = first_trial_checks(r.trials, samples, getattr(r, "phases", None))
     points = point_line(first_at_point_checks(r.trials, samples))
-    if not len(checks) and not points:
+    if not len(checks) and not points and not len(reruns):
         return ""
+    parts = []
+    if len(reruns):
+        parts.append(md_table(reruns.drop(columns=["source"]).round({"first": 4, "rerun": 4, "ratio": 3})))
     outside = checks[(checks.ratio - 1).abs() > BAND]
-    shown = outside.assign(ratio=outside.ratio.round(3), first=outside["first"].round(4),
-                           later_median=outside.later_median.round(4))
-    return section("First trials", "Warm-up keeps first-use costs out of the figures; this checks it: each engine's "
-                   "first trial after a load or a wake against the median of the same point (engine, workload, "
-                   "params, concurrency) in its other rounds, on the deciding figure (ratio > 1: the first trial was "
-                   f"better). {summary_line(checks) or 'No load or wake is followed by a repeated point'}. "
-                   f"{points + '.' if points else ''}",
-                   md_table(shown.drop(columns=["source"])) if len(shown) else "")
+    if len(outside):
+        parts += ["Against later rounds, outside the band:", md_table(outside.drop(columns=["source"]).round(
+            {"first": 4, "later_median": 4, "ratio": 3}))]
+    rerun_text = (f"Each engine's first trial after a load or a pool wake ran again at once with the same prompts: "
+                  f"{replay_line(reruns)}. ") if len(reruns) else ""
+    return section("First trials", "Warm-up keeps first-use costs out of the figures; this checks it on the deciding "
+                   f"figure (ratio > 1: the first run was better). {rerun_text}Against the median of the same point "
+                   "(engine, workload, params, concurrency) in other rounds, which send other prompts and so carry "
+                   f"their own spread too: {summary_line(checks) or 'no load or wake is followed by a repeated point'}. "
+                   f"{points + '.' if points else ''}", *parts)

@@ -114,7 +114,7 @@ class ActorPool:
         s = self.settings
         return parked.actor.adopt.remote(holder=self.holder or "", keys=self.keys, slo=s.slo, warmup=s.warmup,
                                          warmup_output_cap=s.warmup_output_cap, first=parked.first,
-                                         ttl_s=s.pool_ttl_s)
+                                         ttl_s=s.pool_ttl_s, replay_first_trial=s.replay_first_trial)
 
     def suits(self, actor, engine: EngineConfig) -> bool:
         """Whether a spare actor may host `engine`: a pooled one is named after the engine it was made for."""
@@ -154,7 +154,7 @@ class ActorPool:
                                                            total_cores=os.cpu_count() or 1)
         actor_class = ray.remote(max_restarts=0, **options)(EngineActor)
         kwargs = dict(env=env, keys=self.keys, slo=s.slo, warmup=s.warmup, warmup_output_cap=s.warmup_output_cap,
-                      engine_start=resolve(s.engine_start))
+                      replay_first_trial=s.replay_first_trial, engine_start=resolve(s.engine_start))
         if self.keep:
             entry = self._pool_entry(engine, bundle)
             try:

@@ -36,7 +36,9 @@ LAST_PART_KEY = b"runner.last_part"
 SUPERSEDES_KEY = b"runner.supersedes"
 # The key whose last write wins, per table (requests: a trial's rows, see `_owned_trials`; phases: none).
 KEYS: dict[str, Optional[str]] = {"engines": "engine_id", "trials": "trial_id", "requests": "trial_id",
-                                  "phases": None}
+                                  "phases": None, "replays": "trial_id", "replay_requests": "trial_id"}
+# Tables whose rows a trial owns as a set (a rewrite of the trial replaces them all).
+PER_TRIAL = ("requests", "replay_requests")
 # Compaction writes row groups of about this many rows or bytes.
 ROW_GROUP_ROWS = 100_000
 ROW_GROUP_BYTES = 64 << 20
@@ -268,12 +270,12 @@ def _iter_rows(table: str, sources: list[_Source], target) -> Iterator:
     import pyarrow.compute as pc
 
     key = KEYS[table]
-    if key is not None and table != "requests":  # small tables: one pass, then the last row per key
+    if key is not None and table not in PER_TRIAL:  # small tables: one pass, then the last row per key
         chunks = [chunk for source in sources for chunk in _iter_source(source, target)]
         if chunks:
             yield _last_per_key(pa.concat_tables(chunks), key)
         return
-    owned = _owned_trials(sources) if table == "requests" else [None] * len(sources)
+    owned = _owned_trials(sources) if table in PER_TRIAL else [None] * len(sources)
     for source, trials in zip(sources, owned):
         if trials is not None and not trials:
             continue  # wholly superseded: not even opened
@@ -445,6 +447,11 @@ class ParquetSink:
         row = dataclasses.asdict(record)
         self._append("trials", [row])
         self._keep("trials", row)
+
+    def write_replay(self, record, requests: list) -> None:
+        """The first-trial check's rerun of `record.trial_id`, in the trial schema, apart from every figure."""
+        self._append("replay_requests", [dataclasses.asdict(r) for r in requests], supersedes=[record.trial_id])
+        self._append("replays", [dataclasses.asdict(record)])
 
     def compact(self) -> dict[str, int]:
         """Each table's parts folded into `<table>.parquet`: {table: parts folded}."""

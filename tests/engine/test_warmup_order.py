@@ -61,12 +61,14 @@ def engine_actor(ray, *, warmup: str):
     return engine, actor
 
 
-def run(ray, actor, trials) -> list:
+def run(ray, actor, trials, *, replays: list | None = None) -> list:
     rows = []
     for trial in trials:
         result = ray.get(actor.run_trial.remote(trial=trial), timeout=600)
         assert result.trial.status == "ok", result.trial.failure_reason
         rows.append(result.trial)
+        if replays is not None:
+            replays.append(result.replay)
     return rows
 
 
@@ -80,10 +82,11 @@ def two_orders(ray_cluster):
     engine, actor = engine_actor(ray, warmup="auto")
     order_a = [trial_of(engine, s, r) for s in SHAPES for r in range(REPEATS)]
     order_b = [trial_of(engine, s, r) for r in range(REPEATS) for s in reversed(SHAPES)]
-    rows_a, rows_b = run(ray, actor, order_a), run(ray, actor, order_b)
+    replays: list = []
+    rows_a, rows_b = run(ray, actor, order_a, replays=replays), run(ray, actor, order_b)
     ray.get(actor.shutdown.remote(), timeout=120)
     ray.kill(actor)
-    return rows_a, rows_b
+    return rows_a, rows_b, replays
 
 
 def by_shape(rows) -> dict:
@@ -95,7 +98,7 @@ def by_shape(rows) -> dict:
 
 
 def test_each_shape_is_warmed_once_before_its_first_measured_trial(two_orders):
-    rows_a, rows_b = two_orders
+    rows_a, rows_b, _ = two_orders
     seen = set()
     for row in rows_a + rows_b:
         key = (row.concurrency, json.loads(row.workload_params_json)["input_len"])
@@ -106,7 +109,7 @@ def test_each_shape_is_warmed_once_before_its_first_measured_trial(two_orders):
 def test_two_orders_print_their_figures(two_orders):
     """The figures are printed, not asserted: on a shared machine a neighbour's load moves them more than order
     does. `python bench/order.py` runs the comparison with the arms alternated and reports the verdict."""
-    rows_a, rows_b = two_orders
+    rows_a, rows_b, _ = two_orders
     a, b = by_shape(rows_a), by_shape(rows_b)
     assert set(a) == set(b) and all(len(v) == REPEATS for v in a.values())
     for key in a:
@@ -114,6 +117,17 @@ def test_two_orders_print_their_figures(two_orders):
         gap = abs(statistics.median(a[key]) - statistics.median(b[key]))
         print(f"shape c={key[0]} in={key[1]}: order A {[round(v, 1) for v in a[key]]}, "
               f"order B {[round(v, 1) for v in b[key]]}, median gap {gap:.1f} tok/s, spread {spread:.1f}")
+
+
+def test_the_first_trial_after_a_load_runs_again_with_the_same_prompts(two_orders):
+    rows_a, _, replays = two_orders
+    first, rerun = rows_a[0], replays[0]
+    assert rerun is not None and all(r is None for r in replays[1:])  # the load's first trial only
+    assert first.replay_s > 0 and all(r.replay_s is None for r in rows_a[1:])
+    assert rerun.trial.trial_id == first.trial_id and rerun.trial.status == "ok" and rerun.trial.warmup_s is None
+    assert rerun.trial.prompt_tokens_total == first.prompt_tokens_total
+    assert rerun.trial.output_hash == first.output_hash  # same prompts, same seeds: the same tokens out
+    print(f"first trial {value(first):.1f} tok/s per session, its rerun {value(rerun.trial):.1f}")
 
 
 def test_first_trial_effect_without_warm_up_is_measured(ray_cluster):

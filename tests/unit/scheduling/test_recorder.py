@@ -13,10 +13,13 @@ from tests.unit.scheduling.plans import rounds_plan
 class Sink:
     def __init__(self, trials_on_disk: list[dict]):
         self.rows = {"trials": trials_on_disk}
-        self.trials, self.engines, self.phases = [], [], []
+        self.trials, self.engines, self.phases, self.replays = [], [], [], []
 
     def write_trial(self, record, requests) -> None:
         self.trials.append(record)
+
+    def write_replay(self, record, requests) -> None:
+        self.replays.append(record)
 
     def write_engine(self, record) -> None:
         self.engines.append(record)
@@ -44,6 +47,18 @@ def test_trials_take_the_next_positions_and_their_round():
     assert [(t.position, t.round, t.status) for t in sink.trials] == [(7, trial.repeat, TrialStatus.OK),
                                                                        (8, trial.repeat, TrialStatus.FAILED)]
     assert recorder.durations == {("e0", "decode"): [2.5]} and seen == [trial.trial_id] * 2
+
+
+def test_a_first_trial_rerun_is_written_before_its_trial_with_the_trials_round():
+    from runner.execution.results import TrialResult
+
+    plan, sink, recorder, _ = _recorder([])
+    trial = plan.trials_of("e0")[-1]
+    row = failed_trial_row(keys=recorder.keys, trial=trial, settings=plan.engines[0].settings, kind="k", reason="r")
+    rerun = TrialResult(trial=dataclasses.replace(row, status=TrialStatus.OK), requests=[])
+    recorder.trial(dataclasses.replace(row, status=TrialStatus.OK), [], trial=trial, replay=rerun)
+    (replay,) = sink.replays
+    assert replay.trial_id == trial.trial_id and replay.round == trial.repeat and len(sink.trials) == 1
 
 
 def test_attempts_count_per_trial():
