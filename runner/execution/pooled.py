@@ -111,7 +111,9 @@ class PoolMember:
                 "identity": m.entry.identity if m else None, "summary": m.entry.summary if m else None,
                 "state": str(state), "holder": m.holder if m else None, "idle_s": m.idle_s() if m else 0.0,
                 "ttl_left_s": m.ttl_left_s() if m else None, "pid": _pid(), "engine_pids": _child_pids(),
-                "warm_shapes": len(getattr(self, "warm_shapes", ())), "bundle": m.entry.bundle if m else None}
+                "warm_shapes": len(getattr(self, "warm_shapes", ())), "bundle": m.entry.bundle if m else None,
+                # Host RAM its sleeps hold (the weights' pinned backups stay allocated once made).
+                "weights_gib": float((getattr(self, "start_columns", None) or {}).get("weights_gib") or 0.0)}
 
     async def claim(self, *, holder: str) -> dict:
         """A command takes this engine for its run: refused while another running command holds it."""

@@ -57,6 +57,9 @@ class ActorPool:
         self.model_cfg = model_cfg
         self.parked: dict[str, Parked] = {}  # engine_id -> a pooled engine, loaded, out of any lane
         self.named: dict[int, str] = {}  # id(actor) -> the engine its pool name is for
+        # Host RAM the claimed pooled engines' sleeps already hold: the node's free RAM, measured with it taken,
+        # must not count against this command's own residents twice.
+        self.claimed_host_gib = 0.0
         self.bundles: dict[int, Optional[str]] = {}  # id(actor) -> its bundle (bundle_key)
         self.holder: Optional[str] = None
         self._vllm_version: Optional[str] = None
@@ -82,9 +85,10 @@ class ActorPool:
 
         self.holder = holder_id()
         found = claim({e.engine_id: self.identity(e) for e in engines}, pool=self.settings.pool, holder=self.holder)
-        for engine_id, (actor, bundle) in found.items():
+        for engine_id, (actor, bundle, host_gib) in found.items():
             self.parked[engine_id] = Parked(actor=actor, first=True, bundle=bundle)
             self.named[id(actor)] = engine_id
+            self.claimed_host_gib += host_gib
         return sorted(found)
 
     def has_parked(self, engine_id: str) -> bool:

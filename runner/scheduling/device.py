@@ -50,8 +50,10 @@ class DevicePolicy:
 CPU = DevicePolicy(name="cpu", gpus_per_tp_rank=False, residents_sleep=False, preloads_beside=True,
                    spare_during_trials=False, quiet_trials=True, frees_before_load=False, keeps_finished_idle=True,
                    spare_needs_share=False, host_limits_asleep=False, uses_placement_group=False, binds_cores=True)
+# The next actor's imports beside a trial slow it on CUDA as well (docs/benchmarks.md: round 0 against the same
+# trials on warm pooled engines), so there too the spare starts during the load and trials run quiet.
 CUDA = DevicePolicy(name="cuda", gpus_per_tp_rank=True, residents_sleep=True, preloads_beside=False,
-                    spare_during_trials=True, quiet_trials=False, frees_before_load=True, keeps_finished_idle=False,
+                    spare_during_trials=False, quiet_trials=True, frees_before_load=True, keeps_finished_idle=False,
                     spare_needs_share=True, host_limits_asleep=True, uses_placement_group=True, binds_cores=False)
 POLICIES = {p.name: p for p in (CPU, CUDA)}
 

@@ -57,8 +57,8 @@ def _answers(calls: dict, *, timeout_s: float = CALL_TIMEOUT_S) -> dict:
 
 
 def claim(wanted: dict[str, PoolIdentity], *, pool: str, holder: str) -> dict[str, tuple]:
-    """engine_id → (actor handle, its placement-group bundle or None): each wanted engine that its pool holds, the
-    same engine, and no other running command holds (claimed for this one)."""
+    """engine_id → (actor handle, its placement-group bundle or None, the host RAM its sleeps hold in GiB): each
+    wanted engine that its pool holds, the same engine, and no other running command holds (claimed for this one)."""
     import ray
 
     names = {a.name: a for a in pooled_actors(pool)}
@@ -73,7 +73,8 @@ def claim(wanted: dict[str, PoolIdentity], *, pool: str, holder: str) -> dict[st
     statuses = _answers({name: h.pool_status.remote() for name, h in handles.items()})
     matched = adoptable(wanted, {name: status.get("identity") for name, status in statuses.items()})
     claims = _answers({eid: handles[name].claim.remote(holder=holder) for eid, name in matched.items()})
-    return {eid: (handles[matched[eid]], statuses[matched[eid]].get("bundle")) for eid, answer in claims.items()
+    return {eid: (handles[matched[eid]], statuses[matched[eid]].get("bundle"),
+                  float(statuses[matched[eid]].get("weights_gib") or 0.0)) for eid, answer in claims.items()
             if answer.get("ok")}
 
 

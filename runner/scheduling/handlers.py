@@ -12,7 +12,7 @@ from runner.plan.grid import EngineConfig
 from runner.schema import EngineStatus, Phase, engine_start_failure
 from runner.scheduling.lane import Lane, Resident
 from runner.scheduling.order import least_soon_needed
-from runner.scheduling.residency import MEMORY_FAILURES, MemoryReport, lane_residency
+from runner.scheduling.residency import MEMORY_FAILURES, MemoryReport, host_for_residents, lane_residency
 from runner.scheduling.stops import may_retry
 from runner.scheduling.transitions import LaneSteps
 
@@ -76,7 +76,7 @@ class LaneMachine(LaneSteps):
         lane.max_resident = lane_residency(
             policy=self.policy, budgets=[e.settings.gpu_memory_utilization for e in engines], report=memory,
             any_resident=any(self.resident_mode(e) for e in engines), cpu_kv_gib=self.settings.cpu_kv_gib)
-        self.host_gib = memory.host_available_gib or float("inf")
+        self.host_gib = host_for_residents(memory.host_available_gib, claimed_gib=self.pool.claimed_host_gib)
         lane.planned = True
 
     def on_started(self, lane: Lane, result: StartResult) -> None:

@@ -73,6 +73,12 @@ def lane_residency(*, policy: DevicePolicy, budgets: list[float], any_resident: 
                           cpu_engine_gib=cpu_kv_gib + CPU_ENGINE_BASE_GIB).max_resident
 
 
+def host_for_residents(available_gib: Optional[float], *, claimed_gib: float = 0.0) -> float:
+    """The host RAM a lane's asleep engines may hold: what the node has free plus what the pooled engines this
+    command claimed already hold there (they are its residents now); unknown: no limit."""
+    return float("inf") if available_gib is None else available_gib + claimed_gib
+
+
 def host_allows(*, policy: DevicePolicy, held_gib: float, host_gib: float) -> bool:
     """An asleep engine keeps its weights in host RAM: all of them must fit what the node has free."""
     return not policy.host_limits_asleep or held_gib <= HOST_SHARE_FOR_ASLEEP * host_gib

@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 from runner.scheduling.device import CPU, CUDA
-from runner.scheduling.residency import (MemoryReport, host_allows, lane_residency, parallel_cpu_loads,
-                                         plan_residency)
+from runner.scheduling.residency import (MemoryReport, host_allows, host_for_residents, lane_residency,
+                                         parallel_cpu_loads, plan_residency)
 
 H200_GIB = 139.8
 
@@ -49,6 +49,15 @@ def test_asleep_weights_must_fit_host_ram_on_cuda_only():
     assert host_allows(policy=CUDA, held_gib=70, host_gib=100) and not host_allows(policy=CUDA, held_gib=90,
                                                                                    host_gib=100)
     assert host_allows(policy=CPU, held_gib=90, host_gib=100)
+
+
+def test_pooled_engines_host_ram_counts_as_this_commands_own():
+    # Four ~15 GiB engines asleep in the pool: the node reports 55 GiB free with their backups taken. Counted once
+    # more against that figure, only two would stay resident and the other two would reload every round.
+    host = host_for_residents(55.0, claimed_gib=4 * 15.0)
+    assert host_allows(policy=CUDA, held_gib=4 * 15.0, host_gib=host)
+    assert not host_allows(policy=CUDA, held_gib=3 * 15.0, host_gib=host_for_residents(55.0))
+    assert host_for_residents(None, claimed_gib=60.0) == float("inf")
 
 
 def test_cpu_lanes_load_side_by_side_only_with_cores_to_spare():
