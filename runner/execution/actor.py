@@ -134,7 +134,8 @@ class EngineActor(PoolMember):
             return self._failed(trial, attempt, kind="warmup_error", exc=exc)
         result = await self._measure(trial=trial, workload=workload, params=params, attempt=attempt,
                                      warmup_s=warmup_s)
-        await fault_point(trial=trial, attempt=attempt)  # test hook; inert unless RUNNER_FAULTS is set
+        if result.trial.status == TrialStatus.OK:
+            await fault_point(trial=trial, attempt=attempt)  # test hook; inert unless RUNNER_FAULTS is set
         if self.replay_due and result.trial.status == TrialStatus.OK:
             self.replay_due = False
             started = time.perf_counter()

@@ -95,10 +95,11 @@ def test_joining_is_quiet(cluster_sweep):
 def test_the_driver_alone_wrote_files_and_left_the_cluster_running(cluster_sweep, ray_head):
     run_dir, _ = cluster_sweep
     # Compacted at the end: one file per table, no parts folder left.
+    from runner.schema import TABLES
+
     names = {p.name for p in run_dir.glob("*.parquet")}
-    assert {"engines.parquet", "trials.parquet", "requests.parquet"} <= names <= \
-        {"engines.parquet", "trials.parquet", "requests.parquet", "phases.parquet"}
-    assert not any((run_dir / table).exists() for table in ("engines", "trials", "requests", "phases"))
+    assert {"engines.parquet", "trials.parquet", "requests.parquet"} <= names <= {f"{t}.parquet" for t in TABLES}
+    assert not any((run_dir / table).exists() for table in TABLES)
     host, port = ray_head.split(":")
     with socket.socket() as s:  # the driver disconnected; the head it joined is still up
         assert s.connect_ex((host, int(port))) == 0
