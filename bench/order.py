@@ -54,13 +54,17 @@ def trial_of(engine, shape: dict, repeat: int):
                  concurrency=shape["concurrency"], repeat=repeat)
 
 
-def run(ray, actor, trials) -> list:
+def run(ray, actor, trials, *, first_runs: list | None = None) -> list:
+    """The trials' rows; `first_runs` collects the cold first run of a load's first trial (run twice, second kept)."""
     rows = []
     for trial in trials:
-        row = ray.get(actor.run_trial.remote(trial=trial), timeout=600).trial
+        result = ray.get(actor.run_trial.remote(trial=trial), timeout=600)
+        row = result.trial
         if row.status != "ok":
             raise SystemExit(f"{trial.trial_id}: {row.failure_kind}: {row.failure_reason}")
         rows.append(row)
+        if first_runs is not None and result.first_run is not None:
+            first_runs.append(result.first_run.trial)
     return rows
 
 
@@ -108,10 +112,13 @@ def main() -> None:
     print(f"orders agree within their spread on {agree} of {len(figures['A'])} shapes")
 
     engine, actor = start_engine(ray, warmup="off")
-    rows = run(ray, actor, [trial_of(engine, SHAPES[2], r) for r in range(args.cold_repeats + 1)])
+    first_runs: list = []
+    rows = run(ray, actor, [trial_of(engine, SHAPES[2], r) for r in range(args.cold_repeats + 1)],
+               first_runs=first_runs)
     ray.get(actor.shutdown.remote(), timeout=120)
     ray.kill(actor)
-    first, later = rows[0], rows[1:]
+    # The cold run is the first of the load's first trial's two runs (its kept second run is warm).
+    first, later = (first_runs[0], rows) if first_runs else (rows[0], rows[1:])
     ttft = first.ttft_p50_s / statistics.median(r.ttft_p50_s for r in later)
     rate = first.decode_tok_s_per_session / statistics.median(r.decode_tok_s_per_session for r in later)
     print(f"warm-up off, first trial vs the median of the {len(later)} after it: TTFT p50 ×{ttft:.2f}, "

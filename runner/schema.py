@@ -159,9 +159,9 @@ class TrialRecord(EngineSettings):
     wall_s: Optional[float] = None
     # Unmeasured warm-up of this trial's shape on its engine just before it (0: shape already warm; null: off).
     warmup_s: Optional[float] = None
-    # The engine's first trial after a load or a pool wake runs again at once with the same prompts (the
-    # `replays` table): the seconds that check took; null where none ran.
-    replay_s: Optional[float] = None
+    # The engine's first trial after a load or a pool wake runs twice with the same prompts and this row is the
+    # second run; the first is in the `first_runs` table and took this many seconds (null: one run).
+    first_run_s: Optional[float] = None
     num_requests: int = 0
     output_tokens_total: int = 0
     prompt_tokens_total: int = 0
@@ -294,9 +294,9 @@ TABLES: dict[str, type] = {
     "trials": TrialRecord,
     "requests": RequestRecord,
     "phases": PhaseRecord,
-    # The first-trial check's reruns (TrialRecord.replay_s): rows keyed by the trial they repeat; no figure reads them.
-    "replays": TrialRecord,
-    "replay_requests": RequestRecord,
+    # The first of two runs of each engine's first trial after a load (TrialRecord.first_run_s); no figure reads them.
+    "first_runs": TrialRecord,
+    "first_run_requests": RequestRecord,
 }
 
 

@@ -221,9 +221,9 @@ class ExecutionSection:
     warmup: Any = "auto"  # auto | full | light | off (a bare YAML `off` reads as false)
     warmup_output_cap: Optional[int] = field(default=64, metadata=_fix(
         "execution.warmup_output_cap=64", "must be an integer ≥ 1 or null (the trial's own length)"))
-    # The first-trial check: each engine's first trial after a load or a pool wake runs again at once, the same
-    # prompts, into replays.parquet (a figure never reads it; the report's "First trials" does).
-    replay_first_trial: bool = field(default=True, metadata=_fix("execution.replay_first_trial=true",
+    # Each engine's first trial after a load or a pool wake runs twice with the same prompts; the second is its
+    # figure, the first goes to first_runs.parquet (the report's "First trials" sets the two side by side).
+    first_trial_twice: bool = field(default=True, metadata=_fix("execution.first_trial_twice=true",
                                                                   "must be true or false"))
     trial_timeout_s: float = field(default=1800, metadata=_fix("execution.trial_timeout_s=1800",
                                                                 "must be a number of seconds > 0"))

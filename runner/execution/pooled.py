@@ -130,7 +130,7 @@ class PoolMember:
         return {"ok": True, "reason": ""}
 
     async def adopt(self, *, holder: str, keys, slo, warmup, warmup_output_cap, first: bool,
-                    ttl_s: Optional[float] = None, replay_first_trial: bool = True):
+                    ttl_s: Optional[float] = None, first_trial_twice: bool = True):
         """Woken for `holder`'s run (CUDA: out of sleep mode; CPU: it never slept), with that run's keys and
         warm-up settings and time-to-live; its warm shapes stay warm. Returns the engine row's columns (`first`: the command's
         first use of it, so its row says `reused_from_pool`) and the node's memory."""
@@ -145,8 +145,8 @@ class PoolMember:
                 await host.wake_up()
             self.keys, self.slo, self.warmup = keys, slo, Warmup(warmup)
             self.warmup_output_cap = warmup_output_cap
-            self.replay_first_trial = replay_first_trial
-            self.replay_due = replay_first_trial and first  # a new command's first trial on it is checked too
+            self.first_trial_twice = first_trial_twice
+            self.first_run_due = first_trial_twice and first  # a new command's first trial on it runs twice too
             if self.membership is not None:
                 if ttl_s is not None:
                     self.membership.entry = dataclasses.replace(self.membership.entry, ttl_s=float(ttl_s))

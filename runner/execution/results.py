@@ -19,4 +19,5 @@ class StartResult:
 class TrialResult:
     trial: object  # runner.schema.TrialRecord
     requests: list
-    replay: Optional["TrialResult"] = None  # the first-trial check's rerun (runner.schema TABLES["replays"])
+    # The engine's first trial after a load or a pool wake ran twice: this is the first run (TABLES["first_runs"]).
+    first_run: Optional["TrialResult"] = None

@@ -1,11 +1,12 @@
-"""Each engine's first trial after a load or a wake, against its own rerun and the same point in its other rounds. Pure.
+"""Each engine's first trial after a load or a wake, its two runs side by side and against the same point in its
+other rounds. Pure.
 
 Warm-up exists so that nothing is measured cold by accident; this is the check that it worked. The first trial
-after a load (or a pool wake) runs again at once with the same prompts (replays.parquet): a ratio outside the
-band says the first run paid for something the rerun did not (a compile, a cold cache). Later rounds send other
-prompts, so the second comparison (against the same point, engine, workload, params and concurrency, in other
-rounds) also carries the prompt set's own effect: on an H200 one point's round-0 prompts ran 0.83× in every
-command, a warm pooled engine's included.
+after a load (or a pool wake) runs twice with the same prompts and keeps the second (the first is in
+first_runs.parquet): a ratio outside the band says the first run paid for something the second did not (a
+compile, a cold cache). Later rounds send other prompts, so the comparison against the same point (engine,
+workload, params, concurrency) in other rounds also carries the prompt set's own effect (docs/benchmarks.md: on
+an H200 one point's round-0 prompts ran slower in every command, a warm pooled engine's included).
 """
 from __future__ import annotations
 
@@ -50,36 +51,36 @@ def first_trial_checks(trials: pd.DataFrame, samples: pd.DataFrame, phases: pd.D
     return pd.DataFrame(rows, columns=columns)
 
 
-def replay_checks(trials: pd.DataFrame, samples: pd.DataFrame, replays: pd.DataFrame,
-                  replay_samples: pd.DataFrame, engines: pd.DataFrame) -> pd.DataFrame:
-    """One row per first trial that ran again: `after` (load / pool wake), its figure, the rerun's, and `ratio`
-    (> 1: the first run was better)."""
+def first_run_checks(trials: pd.DataFrame, samples: pd.DataFrame, first_runs: pd.DataFrame,
+                     first_samples: pd.DataFrame, engines: pd.DataFrame) -> pd.DataFrame:
+    """One row per first trial that ran twice: `after` (load / pool wake), the first run's figure, the kept second
+    run's, and `ratio` (> 1: the first run was better)."""
     columns = ["source", "after", "engine_id", "workload", "workload_params_json", "concurrency", "round", "first",
-               "rerun", "ratio"]
-    if replays is None or not len(replays) or not len(samples) or not len(replay_samples):
+               "kept", "ratio"]
+    if first_runs is None or not len(first_runs) or not len(samples) or not len(first_samples):
         return pd.DataFrame(columns=columns)
-    first_value = samples.groupby(["source", "trial_id"]).value.median()
-    rerun_value = replay_samples.groupby(["source", "trial_id"]).value.median()
+    kept_value = samples.groupby(["source", "trial_id"]).value.median()
+    first_value = first_samples.groupby(["source", "trial_id"]).value.median()
     pooled = set()
     if engines is not None and len(engines) and "reused_from_pool" in engines:
         pooled = {(s, e) for s, e, r in zip(engines.source, engines.engine_id, engines.reused_from_pool) if r is True}
     ok = trials[trials.status == "ok"].set_index(["source", "trial_id"])
     rows = []
-    for key in rerun_value.index:
-        if key not in first_value.index or key not in ok.index:
+    for key in first_value.index:
+        if key not in kept_value.index or key not in ok.index:
             continue
         trial = ok.loc[key]
-        first, rerun = float(first_value[key]), float(rerun_value[key])
-        better = first / rerun if deciding_metric(trial.workload).higher_is_better else rerun / first
+        first, kept = float(first_value[key]), float(kept_value[key])
+        better = first / kept if deciding_metric(trial.workload).higher_is_better else kept / first
         rows.append({"source": key[0], "after": "pool wake" if (key[0], trial.engine_id) in pooled else "load",
                      "engine_id": trial.engine_id, "workload": trial.workload,
                      "workload_params_json": trial.workload_params_json, "concurrency": int(trial.concurrency),
-                     "round": trial.get("round"), "first": first, "rerun": rerun, "ratio": float(better)})
+                     "round": trial.get("round"), "first": first, "kept": kept, "ratio": float(better)})
     return pd.DataFrame(rows, columns=columns)
 
 
-def replay_line(checks: pd.DataFrame, *, band: float = BAND) -> str:
-    """'N of M first trials after a load within 10 % of their rerun'."""
+def first_run_line(checks: pd.DataFrame, *, band: float = BAND) -> str:
+    """'N of M first trials after a load within 10 % of their second run'."""
     if not len(checks):
         return ""
     parts = []
@@ -88,9 +89,9 @@ def replay_line(checks: pd.DataFrame, *, band: float = BAND) -> str:
         if len(these):
             parts.append(f"{int(((these.ratio - 1).abs() <= band).sum())} of {len(these)} first trials after a {after}")
     worst = checks.iloc[(checks.ratio - 1).abs().argmax()]
-    return (f"{' and '.join(parts)} within {band:.0%} of their rerun with the same prompts (median ratio "
-            f"{checks.ratio.median():.3f}; worst: {worst.ratio:.2f}× after a {worst.after}, {worst.workload} "
-            f"c={worst.concurrency})")
+    return (f"{' and '.join(parts)} ran their first run within {band:.0%} of the second, which is their figure "
+            f"(median ratio {checks.ratio.median():.3f}; worst: {worst.ratio:.2f}× after a {worst.after}, "
+            f"{worst.workload} c={worst.concurrency})")
 
 
 def first_at_point_checks(trials: pd.DataFrame, samples: pd.DataFrame) -> pd.DataFrame:

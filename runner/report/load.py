@@ -26,9 +26,9 @@ class Results:
     run_dirs: list[Path] = field(default_factory=list)
     # The driver's timeline (phases.parquet; empty for runs from before it existed).
     phases: pd.DataFrame = field(default_factory=pd.DataFrame)
-    # The first-trial check's reruns (empty where none ran): trial rows and their requests.
-    replays: pd.DataFrame = field(default_factory=pd.DataFrame)
-    replay_requests: pd.DataFrame = field(default_factory=pd.DataFrame)
+    # The first of two runs of each load's first trial (empty where none ran): trial rows and their requests.
+    first_runs: pd.DataFrame = field(default_factory=pd.DataFrame)
+    first_run_requests: pd.DataFrame = field(default_factory=pd.DataFrame)
 
 
 def source_labels(run_dirs: list[Path]) -> list[str]:
@@ -70,20 +70,20 @@ def load_results(run_dirs: list[Path]) -> Results:
     if missing:
         raise FileNotFoundError(f"no results (trials / engines, as parts or .parquet files) in: {', '.join(missing)}")
     labels = source_labels(run_dirs)
-    frames: dict[str, list[pd.DataFrame]] = {t: [] for t in ("engines", "trials", "requests", "phases", "replays",
-                                                             "replay_requests")}
+    frames: dict[str, list[pd.DataFrame]] = {t: [] for t in ("engines", "trials", "requests", "phases", "first_runs",
+                                                             "first_run_requests")}
     for run_dir, label in zip(run_dirs, labels):
         for table in frames:
-            columns = REQUEST_COLUMNS if table in ("requests", "replay_requests") else None
+            columns = REQUEST_COLUMNS if table in ("requests", "first_run_requests") else None
             frame = _read(Path(run_dir), table, columns)
             frame["source"] = label
             frames[table].append(frame)
     out = {t: pd.concat(fs, ignore_index=True) if fs else pd.DataFrame() for t, fs in frames.items()}
-    for rows in (out["trials"], out["replays"]):
+    for rows in (out["trials"], out["first_runs"]):
         if len(rows):  # canonical params text, so the same point in two folders compares equal
             rows["workload_params_json"] = [json.dumps(json.loads(p or "{}"), sort_keys=True)
                                             for p in rows.workload_params_json]
     trials = out["trials"]
     return Results(engines=out["engines"], trials=trials, requests=out["requests"], sources=labels,
                    configs=[read_config(d) for d in run_dirs], run_dirs=run_dirs, phases=out["phases"],
-                   replays=out["replays"], replay_requests=out["replay_requests"])
+                   first_runs=out["first_runs"], first_run_requests=out["first_run_requests"])

@@ -203,32 +203,32 @@ def schedule_section(a) -> str:
 
 
 def first_trial_section(a) -> str:
-    """Each load's first trial against its rerun, and each load's and wake's first trial against the same point in
-    later rounds (runner.report.first_trials)."""
-    from runner.report.first_trials import (BAND, first_at_point_checks, first_trial_checks, point_line, replay_checks,
-                                            replay_line, summary_line)
+    """Each load's first trial: its two runs side by side, and each load's and wake's first trial against the same
+    point in later rounds (runner.report.first_trials)."""
+    from runner.report.first_trials import (BAND, first_at_point_checks, first_run_checks, first_run_line,
+                                            first_trial_checks, point_line, summary_line)
     from runner.report.samples import sample_values
 
     r = a.results
     samples = sample_values(r.trials, r.requests)
-    replays = getattr(r, "replays", None)
-    reruns = replay_checks(r.trials, samples, replays, sample_values(replays, r.replay_requests)
-                           if replays is not None and len(replays) else samples.iloc[0:0], r.engines)
+    first_runs = getattr(r, "first_runs", None)
+    twice = first_run_checks(r.trials, samples, first_runs, sample_values(first_runs, r.first_run_requests)
+                             if first_runs is not None and len(first_runs) else samples.iloc[0:0], r.engines)
     checks = first_trial_checks(r.trials, samples, getattr(r, "phases", None))
     points = point_line(first_at_point_checks(r.trials, samples))
-    if not len(checks) and not points and not len(reruns):
+    if not len(checks) and not points and not len(twice):
         return ""
     parts = []
-    if len(reruns):
-        parts.append(md_table(reruns.drop(columns=["source"]).round({"first": 4, "rerun": 4, "ratio": 3})))
+    if len(twice):
+        parts.append(md_table(twice.drop(columns=["source"]).round({"first": 4, "kept": 4, "ratio": 3})))
     outside = checks[(checks.ratio - 1).abs() > BAND]
     if len(outside):
         parts += ["Against later rounds, outside the band:", md_table(outside.drop(columns=["source"]).round(
             {"first": 4, "later_median": 4, "ratio": 3}))]
-    rerun_text = (f"Each engine's first trial after a load or a pool wake ran again at once with the same prompts: "
-                  f"{replay_line(reruns)}. ") if len(reruns) else ""
+    twice_text = (f"Each engine's first trial after a load or a pool wake ran twice with the same prompts and keeps "
+                  f"the second: {first_run_line(twice)}. ") if len(twice) else ""
     return section("First trials", "Warm-up keeps first-use costs out of the figures; this checks it on the deciding "
-                   f"figure (ratio > 1: the first run was better). {rerun_text}Against the median of the same point "
+                   f"figure (ratio > 1: the first run was better). {twice_text}Against the median of the same point "
                    "(engine, workload, params, concurrency) in other rounds, which send other prompts and so carry "
                    f"their own spread too: {summary_line(checks) or 'no load or wake is followed by a repeated point'}. "
                    f"{points + '.' if points else ''}", *parts)

@@ -35,7 +35,7 @@ class DeviceTime:
     switches_s: list[float] = field(default_factory=list)
     load_gap_overhead_s: list[float] = field(default_factory=list)
     idle_s: float = 0.0  # on the lanes outside every span, after launch
-    replay_s: float = 0.0  # the first-trial check's reruns (inside trial spans, outside every figure)
+    first_run_s: float = 0.0  # the first of two runs of each load's first trial (inside trial spans, in no figure)
 
     @property
     def runner_s(self) -> float:
@@ -64,8 +64,8 @@ class DeviceTime:
              "share": share(self.loads_wall_s)},
             {"what": "engine preparation on the critical path (an actor's process and imports before its load)",
              "seconds": f"{self.prepare_s:.1f}", "share": share(self.prepare_s)},
-            {"what": "trials (of which warm-ups; first-trial reruns)",
-             "seconds": f"{self.trials_s:.1f} ({self.warmup_s:.1f}; {self.replay_s:.1f})", "share": share(self.trials_s)},
+            {"what": "trials (of which warm-ups; first runs of a load's first trial)",
+             "seconds": f"{self.trials_s:.1f} ({self.warmup_s:.1f}; {self.first_run_s:.1f})", "share": share(self.trials_s)},
             {"what": "sleep + wake (resident engines)", "seconds": f"{self.sleep_s:.1f} + {self.wake_s:.1f}",
              "share": share(self.sleep_s + self.wake_s)},
             {"what": "runner's own time (wall − preparation − loads − trials − sleep − wake)", "seconds": f"{self.runner_s:.1f}",
@@ -126,7 +126,7 @@ def device_time(phases: pd.DataFrame, engines: pd.DataFrame, trials: pd.DataFram
         wake_s=float(lanes[lanes.phase == Phase.WAKE].duration_s.sum()),
         sleep_s=float(lanes[lanes.phase == Phase.SLEEP].duration_s.sum()),
         switches_s=switches, load_gap_overhead_s=overheads, idle_s=idle,
-        replay_s=_column_sum(on_timeline, "replay_s"))
+        first_run_s=_column_sum(on_timeline, "first_run_s"))
 
 
 def _on_timeline(trials: pd.DataFrame, lanes: pd.DataFrame) -> pd.DataFrame:

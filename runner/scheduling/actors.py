@@ -118,7 +118,7 @@ class ActorPool:
         s = self.settings
         return parked.actor.adopt.remote(holder=self.holder or "", keys=self.keys, slo=s.slo, warmup=s.warmup,
                                          warmup_output_cap=s.warmup_output_cap, first=parked.first,
-                                         ttl_s=s.pool_ttl_s, replay_first_trial=s.replay_first_trial)
+                                         ttl_s=s.pool_ttl_s, first_trial_twice=s.first_trial_twice)
 
     def suits(self, actor, engine: EngineConfig) -> bool:
         """Whether a spare actor may host `engine`: a pooled one is named after the engine it was made for."""
@@ -158,7 +158,7 @@ class ActorPool:
                                                            total_cores=os.cpu_count() or 1)
         actor_class = ray.remote(max_restarts=0, **options)(EngineActor)
         kwargs = dict(env=env, keys=self.keys, slo=s.slo, warmup=s.warmup, warmup_output_cap=s.warmup_output_cap,
-                      replay_first_trial=s.replay_first_trial, engine_start=resolve(s.engine_start))
+                      first_trial_twice=s.first_trial_twice, engine_start=resolve(s.engine_start))
         if self.keep:
             entry = self._pool_entry(engine, bundle)
             try:

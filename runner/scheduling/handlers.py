@@ -149,7 +149,7 @@ class LaneMachine(LaneSteps):
         lane.idle(drop_engine=True)
 
     def on_trial(self, lane: Lane, result: TrialResult) -> None:
-        self.recorder.trial(result.trial, result.requests, trial=lane.trial, replay=result.replay)
+        self.recorder.trial(result.trial, result.requests, trial=lane.trial, first_run=result.first_run)
         self.next_trial(lane)
 
     # ---- failures ----

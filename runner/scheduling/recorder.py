@@ -23,7 +23,7 @@ class ResultSink(Protocol):
 
     def write_trial(self, record: TrialRecord, requests: list) -> None: ...
 
-    def write_replay(self, record: TrialRecord, requests: list) -> None: ...
+    def write_first_run(self, record: TrialRecord, requests: list) -> None: ...
 
     def write_engine(self, record: EngineRecord) -> None: ...
 
@@ -94,12 +94,13 @@ class Recorder:
         self.attempts[trial.trial_id] = self.attempts.get(trial.trial_id, 0) + 1
         return self.attempts[trial.trial_id]
 
-    def trial(self, record: TrialRecord, requests: list, *, trial: Trial, replay=None) -> None:
-        """`replay` (runner.execution.results.TrialResult): the first-trial check's rerun, written before the trial."""
+    def trial(self, record: TrialRecord, requests: list, *, trial: Trial, first_run=None) -> None:
+        """`first_run` (runner.execution.results.TrialResult): the trial's first of two runs (the first trial after a
+        load or a pool wake), written before the trial."""
         record = dataclasses.replace(record, round=trial.repeat, position=self.position)
         with signals_deferred():
-            if replay is not None:
-                self.sink.write_replay(dataclasses.replace(replay.trial, round=trial.repeat), replay.requests)
+            if first_run is not None:
+                self.sink.write_first_run(dataclasses.replace(first_run.trial, round=trial.repeat), first_run.requests)
             self.sink.write_trial(record, requests)
         self.position += 1
         if record.status == TrialStatus.OK and record.duration_s is not None:

@@ -33,7 +33,7 @@ class ExecutionSettings:
     slo: Slo  # the latency targets goodput counts requests against
     warmup: Warmup
     warmup_output_cap: Optional[int]
-    replay_first_trial: bool  # each load's first trial runs again at once: the first-trial check
+    first_trial_twice: bool  # each load's first trial runs twice; the second is kept
     resident: Residency
     deadline_s: Optional[float]  # seconds from the scheduler's start
     order_seed: int
@@ -59,7 +59,7 @@ class ExecutionSettings:
                    start_timeout_s=float(execution.start_timeout_s), max_trial_retries=execution.max_trial_retries,
                    slo=config.slo, warmup=execution.warmup,
                    warmup_output_cap=execution.warmup_output_cap,
-                   replay_first_trial=bool(execution.replay_first_trial), resident=execution.resident,
+                   first_trial_twice=bool(execution.first_trial_twice), resident=execution.resident,
                    deadline_s=execution.deadline_s, order_seed=execution.order_seed,
                    shutdown_timeout_s=float(execution.shutdown_timeout_s), race=sweep.race,
                    race_tie_band=float(sweep.race_tie_band),

@@ -36,9 +36,9 @@ LAST_PART_KEY = b"runner.last_part"
 SUPERSEDES_KEY = b"runner.supersedes"
 # The key whose last write wins, per table (requests: a trial's rows, see `_owned_trials`; phases: none).
 KEYS: dict[str, Optional[str]] = {"engines": "engine_id", "trials": "trial_id", "requests": "trial_id",
-                                  "phases": None, "replays": "trial_id", "replay_requests": "trial_id"}
+                                  "phases": None, "first_runs": "trial_id", "first_run_requests": "trial_id"}
 # Tables whose rows a trial owns as a set (a rewrite of the trial replaces them all).
-PER_TRIAL = ("requests", "replay_requests")
+PER_TRIAL = ("requests", "first_run_requests")
 # Compaction writes row groups of about this many rows or bytes.
 ROW_GROUP_ROWS = 100_000
 ROW_GROUP_BYTES = 64 << 20
@@ -448,10 +448,10 @@ class ParquetSink:
         self._append("trials", [row])
         self._keep("trials", row)
 
-    def write_replay(self, record, requests: list) -> None:
-        """The first-trial check's rerun of `record.trial_id`, in the trial schema, apart from every figure."""
-        self._append("replay_requests", [dataclasses.asdict(r) for r in requests], supersedes=[record.trial_id])
-        self._append("replays", [dataclasses.asdict(record)])
+    def write_first_run(self, record, requests: list) -> None:
+        """The first of the two runs of `record.trial_id` (written before the trial), apart from every figure."""
+        self._append("first_run_requests", [dataclasses.asdict(r) for r in requests], supersedes=[record.trial_id])
+        self._append("first_runs", [dataclasses.asdict(record)])
 
     def compact(self) -> dict[str, int]:
         """Each table's parts folded into `<table>.parquet`: {table: parts folded}."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from runner.report.first_trials import first_trial_checks, replay_checks, replay_line, summary_line
+from runner.report.first_trials import first_trial_checks, first_run_checks, first_run_line, summary_line
 
 
 def _trial(trial_id, *, engine="e-1", concurrency=1, started_at, round_):
@@ -38,16 +38,16 @@ def test_nothing_to_check_without_a_timeline_or_a_repeat():
     assert first_trial_checks(trials, samples, None).empty and summary_line(first_trial_checks(trials, samples, None)) == ""
 
 
-def test_a_first_trial_is_set_against_its_rerun_and_a_pooled_engines_is_named_so():
+def test_a_first_run_is_set_against_the_kept_second_and_a_pooled_engines_is_named_so():
     trials = pd.DataFrame([_trial("a0", started_at=10, round_=0), _trial("b0", engine="e-2", started_at=20, round_=0),
                            _trial("a1", started_at=30, round_=1)])
-    samples = pd.DataFrame({"source": "s", "trial_id": ["a0", "b0", "a1"], "value": [70.0, 99.0, 100.0]})
-    replays = trials[trials.trial_id.isin(["a0", "b0"])]
-    replay_samples = pd.DataFrame({"source": "s", "trial_id": ["a0", "b0"], "value": [100.0, 100.0]})
+    samples = pd.DataFrame({"source": "s", "trial_id": ["a0", "b0", "a1"], "value": [100.0, 100.0, 100.0]})
+    first_runs = trials[trials.trial_id.isin(["a0", "b0"])]
+    first_samples = pd.DataFrame({"source": "s", "trial_id": ["a0", "b0"], "value": [70.0, 99.0]})
     engines = pd.DataFrame({"source": "s", "engine_id": ["e-1", "e-2"], "reused_from_pool": [False, True]})
-    checks = replay_checks(trials, samples, replays, replay_samples, engines)
-    assert list(checks.after) == ["load", "pool wake"] and list(checks.rerun) == [100.0, 100.0]
+    checks = first_run_checks(trials, samples, first_runs, first_samples, engines)
+    assert list(checks.after) == ["load", "pool wake"] and list(checks.kept) == [100.0, 100.0]
     assert checks.ratio.tolist() == pytest.approx([0.7, 0.99])  # decode: higher is better
-    assert replay_line(checks).startswith("0 of 1 first trials after a load and 1 of 1 first trials after a pool "
-                                          "wake within 10% of their rerun")
-    assert replay_checks(trials, samples, replays.iloc[0:0], replay_samples, engines).empty
+    assert first_run_line(checks).startswith("0 of 1 first trials after a load and 1 of 1 first trials after a pool "
+                                             "wake ran their first run within 10% of the second")
+    assert first_run_checks(trials, samples, first_runs.iloc[0:0], first_samples, engines).empty

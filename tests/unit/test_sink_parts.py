@@ -65,8 +65,8 @@ def test_every_write_is_one_new_part_and_a_trials_requests_come_first(tmp_path):
     sink.write_trial(_trial("t1"), _requests("t1", 2))
     sink.write_phase(_phase(0))
     numbers = {t: [n for n, _ in part_files(tmp_path, t)] for t in TABLES}
-    assert numbers == {"engines": [0], "requests": [1, 3], "trials": [2, 4], "phases": [5], "replays": [],
-                       "replay_requests": []}
+    assert numbers == {"engines": [0], "requests": [1, 3], "trials": [2, 4], "phases": [5], "first_runs": [],
+                       "first_run_requests": []}
     for table in TABLES:  # every part has the table's one schema
         for _, path in part_files(tmp_path, table):
             assert pq.read_schema(path).remove_metadata().equals(arrow_schema(TABLES[table]).remove_metadata())
@@ -76,17 +76,17 @@ def test_every_write_is_one_new_part_and_a_trials_requests_come_first(tmp_path):
     assert sink.rows["trials"][1]["trial_id"] == "t1" and sink.finished_trial_ids() == {"t0", "t1"}
 
 
-def test_a_first_trial_rerun_sits_apart_from_the_trials_and_survives_compaction(tmp_path):
+def test_a_first_trials_first_run_sits_apart_from_the_trials_and_survives_compaction(tmp_path):
     sink = _sweep(tmp_path, n=2)
-    sink.write_replay(_trial("t0", started_at=5.0), _requests("t0", 2, tag=1))
-    sink.write_replay(_trial("t0", started_at=6.0), _requests("t0", 3, tag=2))  # a retried trial's rerun wins
+    sink.write_first_run(_trial("t0", started_at=5.0), _requests("t0", 2, tag=1))
+    sink.write_first_run(_trial("t0", started_at=6.0), _requests("t0", 3, tag=2))  # a retried trial's first run wins
     before = _snapshot(tmp_path)
     assert list(before["trials"].trial_id) == ["t0", "t1"] and len(before["requests"]) == 4
-    assert list(before["replays"].started_at) == [6.0] and list(before["replay_requests"].output_hash) == ["h2"] * 3
+    assert list(before["first_runs"].started_at) == [6.0] and list(before["first_run_requests"].output_hash) == ["h2"] * 3
     sink.compact()
     _assert_same(before, _snapshot(tmp_path))
     results = load_results([tmp_path])
-    assert len(results.replays) == 1 and len(results.replay_requests) == 3 and len(results.trials) == 2
+    assert len(results.first_runs) == 1 and len(results.first_run_requests) == 3 and len(results.trials) == 2
 
 
 def test_a_temporary_part_and_a_truncated_hidden_file_are_not_read(tmp_path):
@@ -128,7 +128,7 @@ def test_a_retried_trial_and_a_restarted_engine_last_write_wins(tmp_path):
 def test_resume_after_compaction_adds_parts_with_growing_numbers(tmp_path):
     sink = _sweep(tmp_path, n=3)
     last = max(n for t in TABLES for n, _ in part_files(tmp_path, t))
-    assert sink.compact() == {"engines": 1, "trials": 3, "requests": 3, "phases": 3, "replays": 0, "replay_requests": 0}
+    assert sink.compact() == {"engines": 1, "trials": 3, "requests": 3, "phases": 3, "first_runs": 0, "first_run_requests": 0}
     assert not any(parts_dir(tmp_path, t).exists() for t in TABLES)
     resumed = ParquetSink(tmp_path)
     assert resumed.finished_trial_ids() == {"t0", "t1", "t2"} and len(resumed.rows["engines"]) == 1
@@ -159,7 +159,7 @@ def test_compaction_equals_the_dataset_before_it(tmp_path):
     before = _snapshot(tmp_path)
     light = read_frame(tmp_path, "requests", REQUEST_COLUMNS)
     sink.compact()
-    written = ("engines", "trials", "requests", "phases")  # no rerun written: no replays file
+    written = ("engines", "trials", "requests", "phases")  # no first run written: no first_runs file
     assert {p.name for p in tmp_path.iterdir()} == {f"{t}.parquet" for t in written}
     _assert_same(before, _snapshot(tmp_path))
     pd.testing.assert_frame_equal(light, read_frame(tmp_path, "requests", REQUEST_COLUMNS))
@@ -169,7 +169,7 @@ def test_compaction_equals_the_dataset_before_it(tmp_path):
 def test_a_crash_midway_through_compaction_leaves_the_same_rows(tmp_path):
     sink = _sweep(tmp_path, n=4)
     sink.write_trial(_trial("t3", attempts=2, started_at=8.0), _requests("t3", 3, tag=1))
-    sink.write_replay(_trial("t0", started_at=0.5), _requests("t0", 2, tag=2))
+    sink.write_first_run(_trial("t0", started_at=0.5), _requests("t0", 2, tag=2))
     before = _snapshot(tmp_path)
     parts = {t: [(path, path.read_bytes()) for _, path in part_files(tmp_path, t)] for t in TABLES}
     sink.compact()

@@ -13,13 +13,13 @@ from tests.unit.scheduling.plans import rounds_plan
 class Sink:
     def __init__(self, trials_on_disk: list[dict]):
         self.rows = {"trials": trials_on_disk}
-        self.trials, self.engines, self.phases, self.replays = [], [], [], []
+        self.trials, self.engines, self.phases, self.first_runs = [], [], [], []
 
     def write_trial(self, record, requests) -> None:
         self.trials.append(record)
 
-    def write_replay(self, record, requests) -> None:
-        self.replays.append(record)
+    def write_first_run(self, record, requests) -> None:
+        self.first_runs.append(record)
 
     def write_engine(self, record) -> None:
         self.engines.append(record)
@@ -49,16 +49,16 @@ def test_trials_take_the_next_positions_and_their_round():
     assert recorder.durations == {("e0", "decode"): [2.5]} and seen == [trial.trial_id] * 2
 
 
-def test_a_first_trial_rerun_is_written_before_its_trial_with_the_trials_round():
+def test_a_first_trials_first_run_is_written_before_its_trial_with_the_trials_round():
     from runner.execution.results import TrialResult
 
     plan, sink, recorder, _ = _recorder([])
     trial = plan.trials_of("e0")[-1]
     row = failed_trial_row(keys=recorder.keys, trial=trial, settings=plan.engines[0].settings, kind="k", reason="r")
-    rerun = TrialResult(trial=dataclasses.replace(row, status=TrialStatus.OK), requests=[])
-    recorder.trial(dataclasses.replace(row, status=TrialStatus.OK), [], trial=trial, replay=rerun)
-    (replay,) = sink.replays
-    assert replay.trial_id == trial.trial_id and replay.round == trial.repeat and len(sink.trials) == 1
+    first = TrialResult(trial=dataclasses.replace(row, status=TrialStatus.OK), requests=[])
+    recorder.trial(dataclasses.replace(row, status=TrialStatus.OK), [], trial=trial, first_run=first)
+    (written,) = sink.first_runs
+    assert written.trial_id == trial.trial_id and written.round == trial.repeat and len(sink.trials) == 1
 
 
 def test_attempts_count_per_trial():
