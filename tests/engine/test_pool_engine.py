@@ -110,6 +110,9 @@ def test_a_second_command_wakes_the_pooled_engine_instead_of_loading_it(chain):
     assert (trials.status == "ok").all() and len(trials) == 2
     assert (trials.warmup_s == 0).all()  # its shapes were warmed by the first command
     assert set(trials.run_id) == {"second"}
+    # Its first trial in this command ran twice, as after a load: the first run is set aside.
+    first_runs, first_trial = read_frame(chain["second"], "first_runs"), trials.sort_values("started_at").iloc[0]
+    assert first_runs.trial_id.tolist() == [first_trial.trial_id] and first_trial.first_run_s > 0
     [engine] = chain["after_second"]  # the same actor, back in the pool
     assert engine["pid"] == chain["after_first"][0]["pid"] and engine["state"] == "awake"
 
