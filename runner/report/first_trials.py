@@ -80,18 +80,13 @@ def first_run_checks(trials: pd.DataFrame, samples: pd.DataFrame, first_runs: pd
 
 
 def first_run_line(checks: pd.DataFrame, *, band: float = BAND) -> str:
-    """'N of M first trials after a load within 10 % of their second run'."""
-    if not len(checks):
+    """'N of M first trials after a load ran their first run within 10 % of the second'."""
+    counts, worst = _counts_by_event(checks, band=band)
+    if not counts:
         return ""
-    parts = []
-    for after in ("load", "pool wake"):
-        these = checks[checks.after == after]
-        if len(these):
-            parts.append(f"{int(((these.ratio - 1).abs() <= band).sum())} of {len(these)} first trials after a {after}")
-    worst = checks.iloc[(checks.ratio - 1).abs().argmax()]
-    return (f"{' and '.join(parts)} ran their first run within {band:.0%} of the second, which is their figure "
-            f"(median ratio {checks.ratio.median():.3f}; worst: {worst.ratio:.2f}× after a {worst.after}, "
-            f"{worst.workload} c={worst.concurrency})")
+    return (f"{counts} ran their first run within {band:.0%} of the second, which is their figure (median ratio "
+            f"{checks.ratio.median():.3f}; worst: {worst.ratio:.2f}× after a {worst.after}, {worst.workload} "
+            f"c={worst.concurrency})")
 
 
 def first_at_point_checks(trials: pd.DataFrame, samples: pd.DataFrame) -> pd.DataFrame:
@@ -126,14 +121,20 @@ def point_line(checks: pd.DataFrame, *, band: float = BAND) -> str:
 
 def summary_line(checks: pd.DataFrame, *, band: float = BAND) -> str:
     """'N of M first trials after a load (and K of L after a wake) within 10 % of the later rounds'."""
+    counts, worst = _counts_by_event(checks, band=band)
+    if not counts:
+        return ""
+    return (f"{counts} within {band:.0%} of the same point in later rounds (worst: {worst.ratio:.2f}× after a "
+            f"{worst.after}, {worst.workload} c={worst.concurrency})")
+
+
+def _counts_by_event(checks: pd.DataFrame, *, band: float) -> tuple[str, object]:
+    """'N of M first trials after a load and K of L after a wake' (events in that order) and the worst check."""
     parts = []
-    for after in ("load", "wake"):
+    for after in ("load", "wake", "pool wake"):
         these = checks[checks.after == after]
         if len(these):
-            inside = int(((these.ratio - 1).abs() <= band).sum())
-            parts.append(f"{inside} of {len(these)} first trials after a {after}")
+            parts.append(f"{int(((these.ratio - 1).abs() <= band).sum())} of {len(these)} first trials after a {after}")
     if not parts:
-        return ""
-    worst = checks.iloc[(checks.ratio - 1).abs().argmax()]
-    return (f"{' and '.join(parts)} within {band:.0%} of the same point in later rounds (worst: "
-            f"{worst.ratio:.2f}× after a {worst.after}, {worst.workload} c={worst.concurrency})")
+        return "", None
+    return " and ".join(parts), checks.iloc[(checks.ratio - 1).abs().argmax()]
