@@ -24,7 +24,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from runner.schema import EngineRecord, PhaseRecord, RequestRecord, TrialRecord  # noqa: E402
-from runner.sinks.parquet import ParquetSink, read_table  # noqa: E402
+from runner.sinks.parquet import read_table  # noqa: E402
+from runner.sinks.result_sink import ParquetSink  # noqa: E402
 
 
 def files(folder: Path) -> dict[str, tuple[int, int, int]]:

@@ -62,7 +62,7 @@ def run_sweep(cfg: DictConfig, *, run_dir: Path, config: Optional[RunConfig] = N
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    from runner.sinks.parquet import ParquetSink
+    from runner.sinks.result_sink import ParquetSink
 
     sink = ParquetSink(run_dir)
     done = sink.finished_trial_ids(include_failed=not config.retry_failed)

@@ -17,7 +17,7 @@ from runner.scheduling.race import Race
 
 
 class ResultSink(Protocol):
-    """What the driver writes through (runner.sinks.parquet.ParquetSink); `rows` is what is already on disk."""
+    """What the driver writes through (runner.sinks.result_sink.ParquetSink); `rows` is what is already on disk."""
 
     rows: dict[str, list[dict]]
 

@@ -4,7 +4,7 @@ Layout of a run folder, per table (`engines`, `trials`, `requests`, `phases`):
 
     <run_dir>/<table>/part-000042.parquet   one part per write: a trial's requests, its trial row, an engine
                                             row, a phase row; numbers grow across tables and across resumes
-    <run_dir>/<table>.parquet               the compacted table (`ParquetSink.compact()` at the end of a
+    <run_dir>/<table>.parquet               the compacted table (runner.sinks.compaction, at the end of a
                                             sweep), or the single file of a run from before parts existed
 
 A part is written under a hidden temporary name in its folder, fsynced and renamed into place, so a reader
@@ -26,7 +26,7 @@ import re
 from pathlib import Path
 from typing import Iterator, Optional
 
-from runner.schema import TABLES, TrialStatus, arrow_schema
+from runner.schema import TABLES, arrow_schema
 
 PART_PREFIX = "part-"
 PART_NAME = re.compile(r"^part-(\d+)\.parquet$")
@@ -39,9 +39,6 @@ KEYS: dict[str, Optional[str]] = {"engines": "engine_id", "trials": "trial_id", 
                                   "phases": None, "first_runs": "trial_id", "first_run_requests": "trial_id"}
 # Tables whose rows a trial owns as a set (a rewrite of the trial replaces them all).
 PER_TRIAL = ("requests", "first_run_requests")
-# Compaction writes row groups of about this many rows or bytes.
-ROW_GROUP_ROWS = 100_000
-ROW_GROUP_BYTES = 64 << 20
 
 
 def table_path(run_dir: Path, table: str) -> Path:
@@ -338,121 +335,3 @@ def read_frame(run_dir: Path, table: str, columns: Optional[list[str]] = None):
 
 def read_rows(run_dir: Path, table: str, columns: Optional[list[str]] = None) -> list[dict]:
     return read_table(run_dir, table, columns).to_pylist()
-
-
-# ---- compaction ---------------------------------------------------------------------------------
-def compact_table(run_dir: Path, table: str) -> int:
-    """Folds the table's parts into `<table>.parquet` (last write wins); returns how many parts it folded.
-
-    The compacted file is written (atomically) before any part is removed, and parts go oldest first: a
-    crash at any point leaves a readable table with the same rows.
-    """
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    run_dir = Path(run_dir)
-    path = table_path(run_dir, table)
-    schema = arrow_schema(TABLES[table])
-    sources, _ = _sources(run_dir, table)
-    parts = [s for s in sources if s.part is not None]
-    # Parts an interrupted compaction had folded in already but not yet removed.
-    held = _compacted_last_part(path) if path.is_file() else -1
-    folded = [part for n, part in part_files(run_dir, table) if n <= held]
-    if not parts:
-        _remove_parts(run_dir, table, folded)
-        return 0
-    last = max(s.part for s in parts)
-    schema = schema.with_metadata({**(schema.metadata or {}), LAST_PART_KEY: str(last).encode()})
-    tmp = _temp_name(path)
-    try:
-        with pq.ParquetWriter(tmp, schema) as writer:
-            pending, rows, size = [], 0, 0
-            for chunk in _iter_rows(table, sources, schema.remove_metadata()):
-                pending.append(chunk)
-                rows, size = rows + chunk.num_rows, size + chunk.nbytes
-                if rows >= ROW_GROUP_ROWS or size >= ROW_GROUP_BYTES:
-                    writer.write_table(pa.concat_tables(pending).replace_schema_metadata(schema.metadata))
-                    pending, rows, size = [], 0, 0
-            if pending:
-                writer.write_table(pa.concat_tables(pending).replace_schema_metadata(schema.metadata))
-        _publish(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    _remove_parts(run_dir, table, folded + [s.path for s in parts])
-    return len(parts)
-
-
-def _remove_parts(run_dir: Path, table: str, paths: list[Path]) -> None:
-    """Removes folded parts oldest first (what a crash leaves is the newest parts, all in the compacted file),
-    then temporary files of writes that never finished, and the parts folder once it is empty."""
-    for path in paths:
-        path.unlink(missing_ok=True)
-    for name in os.listdir(run_dir):  # a compaction that never finished
-        if name.startswith(f".{table}.parquet.") and name.endswith(".tmp"):
-            (Path(run_dir) / name).unlink(missing_ok=True)
-    folder = parts_dir(run_dir, table)
-    if not folder.is_dir():
-        return
-    for name in os.listdir(folder):
-        if name.startswith(f".{PART_PREFIX}"):
-            (folder / name).unlink(missing_ok=True)
-    _fsync_dir(folder)
-    try:
-        folder.rmdir()
-    except OSError:  # not empty: someone else's files
-        pass
-
-
-# ---- the sink -----------------------------------------------------------------------------------
-class ParquetSink:
-    """Appends every write as a new part; keeps the engines and trials rows (not the requests) in memory."""
-
-    def __init__(self, run_dir: Path):
-        self.run_dir = Path(run_dir)
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        self._next_part = next_part_number(self.run_dir)
-        self._rows: dict[str, dict[str, dict]] = {
-            t: {r[KEYS[t]]: r for r in read_rows(self.run_dir, t)} for t in ("engines", "trials")}
-
-    @property
-    def rows(self) -> dict[str, list[dict]]:
-        """The run's engines and trials rows as on disk (last write per key), in write order."""
-        return {t: list(rows.values()) for t, rows in self._rows.items()}
-
-    def finished_trial_ids(self, *, include_failed: bool = True) -> set[str]:
-        return {r["trial_id"] for r in self._rows["trials"].values() if include_failed or r["status"] == TrialStatus.OK}
-
-    def _append(self, table: str, rows: list[dict], *, supersedes: Optional[list[str]] = None) -> None:
-        number = self._next_part
-        self._next_part += 1
-        write_part(self.run_dir, table, rows, number=number, supersedes=supersedes)
-
-    def _keep(self, table: str, row: dict) -> None:
-        rows = self._rows[table]
-        rows.pop(row[KEYS[table]], None)  # a rewrite moves to the end, as on disk
-        rows[row[KEYS[table]]] = row
-
-    def write_engine(self, record) -> None:
-        row = dataclasses.asdict(record)
-        self._append("engines", [row])
-        self._keep("engines", row)
-
-    def write_phase(self, record) -> None:
-        self._append("phases", [dataclasses.asdict(record)])
-
-    def write_trial(self, record, requests: list) -> None:
-        """Requests first, then the trial row: a trial id in trials means its requests are on disk."""
-        self._append("requests", [dataclasses.asdict(r) for r in requests], supersedes=[record.trial_id])
-        row = dataclasses.asdict(record)
-        self._append("trials", [row])
-        self._keep("trials", row)
-
-    def write_first_run(self, record, requests: list) -> None:
-        """The first of the two runs of `record.trial_id` (written before the trial), apart from every figure."""
-        self._append("first_run_requests", [dataclasses.asdict(r) for r in requests], supersedes=[record.trial_id])
-        self._append("first_runs", [dataclasses.asdict(record)])
-
-    def compact(self) -> dict[str, int]:
-        """Each table's parts folded into `<table>.parquet`: {table: parts folded}."""
-        return {t: compact_table(self.run_dir, t) for t in TABLES}

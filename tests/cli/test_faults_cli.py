@@ -15,7 +15,7 @@ from tests.support.cli import ROOT
 WRITER = textwrap.dedent("""
     import sys
     from runner.schema import RequestRecord, TrialRecord
-    from runner.sinks.parquet import ParquetSink
+    from runner.sinks.result_sink import ParquetSink
 
     sink = ParquetSink(sys.argv[1])
     start = len(sink.rows["trials"])

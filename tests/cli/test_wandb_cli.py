@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from runner.sinks.parquet import ParquetSink, read_frame
+from runner.sinks.parquet import read_frame
+from runner.sinks.result_sink import ParquetSink
 from runner.sinks.wandb_sink import WandbTarget, export_run
 
 from tests.support.wandb_reader import offline_runs

@@ -4,7 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from runner.schema import EngineRecord, RequestRecord, TrialRecord
-from runner.sinks.parquet import ParquetSink
+from runner.sinks.result_sink import ParquetSink
 
 
 def engine_record(arm: str) -> EngineRecord:

@@ -10,8 +10,8 @@ import pytest
 
 from runner.report.load import REQUEST_COLUMNS, load_results
 from runner.schema import TABLES, EngineRecord, PhaseRecord, RequestRecord, TrialRecord, arrow_schema
-from runner.sinks.parquet import (ParquetSink, has_table, part_files, parts_dir, read_frame, read_table,
-                                  table_path, write_atomic)
+from runner.sinks.parquet import has_table, part_files, parts_dir, read_frame, read_table, table_path, write_atomic
+from runner.sinks.result_sink import ParquetSink
 from runner.summary import print_summary
 
 

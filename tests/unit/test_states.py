@@ -5,7 +5,8 @@ import pandas as pd
 
 from runner.schema import (RACE_ELIMINATED, EngineRecord, EngineStatus, Phase, PhaseRecord, TrialRecord, TrialStatus,
                            engine_start_cause, engine_start_failure)
-from runner.sinks.parquet import ParquetSink, read_frame
+from runner.sinks.parquet import read_frame
+from runner.sinks.result_sink import ParquetSink
 
 
 def test_the_persisted_values_are_pinned():
