@@ -12,7 +12,8 @@ from typing import Iterator, Optional
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from runner.config.sections import ConfigError, RunConfig, SweepSection
+from runner.config.checks import ConfigError
+from runner.config.sections import RunConfig, SweepSection
 from runner.config.store import CONF_DIR, run_job, typed
 from runner.measurement.records import RunKeys
 from runner.plan.grid import Plan, PlanError, build_plan

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from omegaconf import DictConfig, OmegaConf
 
-from runner.config.sections import ConfigError as PlanError
+from runner.config.checks import ConfigError as PlanError
 
 
 def apply_preset(cfg: DictConfig) -> DictConfig:

@@ -7,87 +7,16 @@ folder, vLLM's engine-argument rules, the workloads' parameter classes) run in r
 """
 from __future__ import annotations
 
-import enum
-import ipaddress
-import json
-import re
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from runner.config.acceptance import AcceptanceProfile
+from runner.config.checks import _fix, _g, _is_int, _problems, address_problem, plain_name_problem
+from runner.config.execution import ExecutionSection
 from runner.config.report import ReportSettings, ReportSettingsError, parse_settings as parse_report_settings
 from runner.measurement.stats import TIE_BAND
 from runner.slo import SloError, SloSection, old_execution_slo, old_report_slo
 from runner.spec_arm import DEFAULT_DRAFT_COUNT, SPEC_METHODS, method_name
-
-class ConfigError(ValueError):
-    """A config that must not run; the message names the override that fixes it."""
-
-
-def _problems(errors: list[str]) -> None:
-    if errors:
-        raise ConfigError("invalid sweep:\n  - " + "\n  - ".join(errors))
-
-
-def _is_int(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def _g(value) -> str:
-    """A number as the user wrote it (0, not 0.0)."""
-    return f"{value:g}" if isinstance(value, float) else repr(value)
-
-
-# Names joined into paths (run, sweep.name): one folder each, so a name can never lead out of output_root.
-_PLAIN_NAME = re.compile(r"[A-Za-z0-9_.-]+")
-
-
-def plain_name_problem(value, *, where: str, example: str) -> Optional[str]:
-    """Why `value` cannot name a folder (None where it can): letters, digits, - _ . only; not . or .."""
-    text = "" if value is None else str(value)
-    if _PLAIN_NAME.fullmatch(text) and text not in (".", ".."):
-        return None
-    plain = re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-.") or example
-    return (f"{where}={text!r} must be a plain name (letters, digits, - _ .; no '/', not . or ..): it names a "
-            f"folder under output_root (fix: {where}={plain})")
-
-
-_HOST = re.compile(r"[A-Za-z0-9_](?:[A-Za-z0-9_-]*[A-Za-z0-9_])?(?:\.[A-Za-z0-9_](?:[A-Za-z0-9_-]*[A-Za-z0-9_])?)*")
-
-
-def address_problem(address) -> Optional[str]:
-    """Why `address` is not a Ray address the runner can join (None where it is): auto, or HOST:PORT with a port
-    1–65535 (ray://HOST:PORT too)."""
-    if address is None or address == "auto":
-        return None
-    text = str(address)
-    rest = text[len("ray://"):] if text.startswith("ray://") else text
-    host, sep, port = rest.rpartition(":")
-    if not sep or not host:
-        return (f"cluster.address={text!r} must be auto or HOST:PORT (fix: cluster.address=127.0.0.1:6379, "
-                f"or cluster.address=null for a local Ray)")
-    bare = host[1:-1] if host.startswith("[") and host.endswith("]") else None
-    try:
-        known = ipaddress.ip_address(bare) if bare is not None else None
-    except ValueError:
-        known = None
-    if known is None and not _HOST.fullmatch(host):
-        return (f"cluster.address={text!r}: {host!r} is not a host name or IP address "
-                f"(fix: cluster.address=127.0.0.1:{port if port.isdigit() else 6379})")
-    if not port.isdigit() or not 1 <= int(port) <= 65535:
-        return (f"cluster.address={text!r}: port {port!r} must be a number in 1–65535 "
-                f"(fix: cluster.address={host}:6379)")
-    return None
-
-
-# ---- sections ---------------------------------------------------------------------------------------------------
-def _fix(text: str, must: str = "") -> dict:
-    """Field metadata read by runner.config.overrides when Hydra refuses a value's type."""
-    return {"fix": text, "must": must}
 
 
 @dataclass(kw_only=True)
@@ -169,125 +98,6 @@ class TrackingSection:
     project: str = "vllm-sweeps"
     entity: Optional[str] = None
     init_timeout_s: float = 60  # how long wandb.init may take before the export gives up
-
-
-@dataclass(kw_only=True)
-class OldExecutionSlo:
-    """execution.slo, the older name of the `slo` block (runner.slo): read for one release, with a warning."""
-
-    ttft_ms: Optional[float] = None
-    tpot_ms: Optional[float] = None
-    e2e_ms: Optional[float] = None
-
-
-class Residency(enum.StrEnum):
-    """execution.resident: keep engines loaded between their turns."""
-
-    AUTO = "auto"
-    ON = "on"
-    OFF = "off"
-
-
-class Warmup(enum.StrEnum):
-    """execution.warmup: what an engine runs, unmeasured, before a trial shape it has not seen. full: the shape
-    itself once (output capped); light: each new workload point once at one session plus a short pass (short
-    prompts, few tokens) at each new concurrency; auto: full (light becomes the default where the report's first-trial
-    check holds on every device)."""
-
-    AUTO = "auto"
-    FULL = "full"
-    LIGHT = "light"
-    OFF = "off"
-
-
-class EngineStart(enum.StrEnum):
-    """execution.engine_start: how vLLM's engine-core process starts inside an actor (auto: forkserver, measured
-    on CPU and on an H200; spawn: vLLM's own way)."""
-
-    AUTO = "auto"
-    SPAWN = "spawn"
-    FORKSERVER = "forkserver"
-
-
-def _switch(value) -> str:
-    text = str(value).lower()
-    return {"false": "off", "none": "off", "true": "on"}.get(text, text)
-
-
-@dataclass(kw_only=True)
-class ExecutionSection:
-    """The `execution` block of conf/config.yaml: timeouts, retries, residency, order, deadline."""
-
-    warmup: Any = "auto"  # auto | full | light | off (a bare YAML `off` reads as false)
-    warmup_output_cap: Optional[int] = field(default=64, metadata=_fix(
-        "execution.warmup_output_cap=64", "must be an integer ≥ 1 or null (the trial's own length)"))
-    # Each engine's first trial after a load or a pool wake runs twice with the same prompts; the second is its
-    # figure, the first goes to first_runs.parquet (the report's "First trials" sets the two side by side).
-    first_trial_twice: bool = field(default=True, metadata=_fix("execution.first_trial_twice=true",
-                                                                  "must be true or false"))
-    trial_timeout_s: float = field(default=1800, metadata=_fix("execution.trial_timeout_s=1800",
-                                                                "must be a number of seconds > 0"))
-    start_timeout_s: float = field(default=1800, metadata=_fix("execution.start_timeout_s=1800",
-                                                                "must be a number of seconds > 0"))
-    max_trial_retries: int = field(default=1, metadata=_fix("execution.max_trial_retries=1",
-                                                             "must be an integer ≥ 0"))
-    resident: Any = "auto"  # auto | on | off
-    deadline_s: Optional[float] = field(default=None, metadata=_fix("execution.deadline_s=3600",
-                                                                     "must be seconds > 0 or null"))
-    order_seed: int = field(default=0, metadata=_fix("execution.order_seed=0", "must be an integer"))
-    shutdown_timeout_s: float = field(default=10, metadata=_fix("execution.shutdown_timeout_s=10",
-                                                                 "must be seconds > 0"))
-    engine_start: str = "auto"  # auto | spawn | forkserver (EngineStart)
-    slo: OldExecutionSlo = field(default_factory=OldExecutionSlo)  # older name of the root's `slo`
-    # Engines that outlive the command: left asleep in a named pool, woken by the next command that plans them.
-    keep_engines: bool = field(default=False, metadata=_fix("execution.keep_engines=true", "must be true or false"))
-    pool: str = field(default="default", metadata=_fix("execution.pool=default"))
-    pool_ttl_s: float = field(default=1800, metadata=_fix("execution.pool_ttl_s=1800", "must be seconds > 0"))
-
-    def __post_init__(self):
-        errors = []
-        raw_resident, raw_warmup = self.resident, self.warmup
-        try:
-            self.engine_start = EngineStart(str(self.engine_start).lower())
-        except ValueError:
-            errors.append(f"execution.engine_start={self.engine_start!r}: valid: auto, spawn, forkserver "
-                          f"(fix: execution.engine_start=auto)")
-        try:
-            self.resident = Residency(_switch(self.resident))
-        except ValueError:
-            errors.append(f"execution.resident={raw_resident!r}: valid: auto, on, off (fix: execution.resident=auto)")
-        try:
-            self.warmup = Warmup(_switch(self.warmup))
-        except ValueError:
-            errors.append(f"execution.warmup={raw_warmup!r}: valid: auto, full, light, off (fix: execution.warmup=auto)")
-        if self.deadline_s is not None and self.deadline_s <= 0:
-            errors.append(f"execution.deadline_s={_g(self.deadline_s)} must be seconds > 0 or null "
-                          f"(fix: execution.deadline_s=3600)")
-        if self.shutdown_timeout_s <= 0:
-            errors.append(f"execution.shutdown_timeout_s={_g(self.shutdown_timeout_s)} must be seconds > 0 "
-                          f"(fix: execution.shutdown_timeout_s=10)")
-        if self.warmup_output_cap is not None and self.warmup_output_cap < 1:
-            errors.append(f"execution.warmup_output_cap={self.warmup_output_cap!r} must be an integer ≥ 1 or null "
-                          f"(the trial's own length) (fix: execution.warmup_output_cap=64)")
-        for name in ("trial_timeout_s", "start_timeout_s"):
-            if getattr(self, name) <= 0:
-                errors.append(f"execution.{name}={_g(getattr(self, name))} must be a number of seconds > 0 "
-                              f"(fix: execution.{name}=1800)")
-        if self.max_trial_retries < 0:
-            errors.append(f"execution.max_trial_retries={self.max_trial_retries!r} must be an integer ≥ 0 "
-                          f"(fix: execution.max_trial_retries=1)")
-        errors += self._pool_problems()
-        _problems(errors)
-
-    def _pool_problems(self) -> list[str]:
-        errors = []
-        problem = plain_name_problem(self.pool, where="execution.pool", example="default")
-        if problem:
-            errors.append(problem.replace("it names a folder under output_root", "it names a Ray namespace"))
-        if not _is_number(self.pool_ttl_s) or self.pool_ttl_s <= 0:
-            errors.append(f"execution.pool_ttl_s={_g(self.pool_ttl_s)} must be seconds > 0: how long a pooled engine "
-                          f"stays idle before it ends itself (fix: execution.pool_ttl_s=1800)")
-        return errors
 
 
 # Grid axes that configure the engine (one engine load each), and those that vary the load through one engine.

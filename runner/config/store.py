@@ -15,7 +15,8 @@ from typing import Any, Callable, ContextManager, Optional
 from omegaconf import DictConfig, OmegaConf
 
 from runner.config.overrides import PKG, SCHEMA_NAME, check_overrides, initialize_hydra, register_schema
-from runner.config.sections import ConfigError, RunConfig
+from runner.config.checks import ConfigError
+from runner.config.sections import RunConfig
 
 CONF_PACKAGE = "runner.conf"
 CONFIG_NAME = "config"

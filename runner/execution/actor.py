@@ -13,7 +13,8 @@ import time
 import traceback
 from typing import Optional
 
-from runner.config.sections import EngineStart, ModelSection, Warmup
+from runner.config.execution import EngineStart, Warmup
+from runner.config.sections import ModelSection
 from runner.execution.engine import EngineHost, host_class
 from runner.execution.failures import fault_point, parse_startup_failure
 from runner.execution.isolation import CounterWindow, GcPauses, ResetFailed, drain, quiet_heap, reset_prefix_cache

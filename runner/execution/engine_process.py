@@ -21,7 +21,7 @@ import os
 import sys
 from multiprocessing.context import ForkServerProcess
 
-from runner.config.sections import EngineStart
+from runner.config.execution import EngineStart
 
 # Imported once in the fork server: what the engine core and its executor import before they run.
 PRELOAD = ("vllm.v1.engine.core", "vllm.v1.executor.multiproc_executor", "vllm.v1.executor.uniproc_executor")

@@ -134,7 +134,7 @@ class PoolMember:
         """Woken for `holder`'s run (CUDA: out of sleep mode; CPU: it never slept), with that run's keys and
         warm-up settings and time-to-live; its warm shapes stay warm. Returns the engine row's columns (`first`: the command's
         first use of it, so its row says `reused_from_pool`) and the node's memory."""
-        from runner.config.sections import Warmup
+        from runner.config.execution import Warmup
         from runner.execution.results import StartResult
 
         async with self._pool_lock:

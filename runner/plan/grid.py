@@ -8,7 +8,8 @@ import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from runner.config.sections import ENGINE_AXES, TRIAL_AXES, ArmSection, ConfigError, RunConfig, SweepSection  # noqa: F401
+from runner.config.checks import ConfigError
+from runner.config.sections import ENGINE_AXES, TRIAL_AXES, ArmSection, RunConfig, SweepSection  # noqa: F401
 from runner.schema import EngineSettings
 from runner.spec_arm import SpecArm, spec_arms
 

@@ -20,7 +20,8 @@ import math
 from dataclasses import replace
 from typing import Optional
 
-from runner.config.sections import ConfigError, RunConfig
+from runner.config.checks import ConfigError
+from runner.config.sections import RunConfig
 from runner.measurement.arrivals import Arrival, parse_rate
 from runner.measurement.rate_bracket import (Bracket, BracketState, RatePoint, bracket, line_params, rates_between,
                                              round_rate)

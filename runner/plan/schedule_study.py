@@ -16,7 +16,8 @@ import json
 from dataclasses import replace
 from typing import Optional
 
-from runner.config.sections import ArmSection, ConfigError, RunConfig
+from runner.config.checks import ConfigError
+from runner.config.sections import ArmSection, RunConfig
 from runner.measurement.measured_best_k import FAMILY_COLUMNS, measured_choices
 from runner.measurement.spec_predict import CHAIN_DRAFTERS, _plain
 from runner.measurement.step_cost import POINT_COLUMNS, contenders, predict_speeds

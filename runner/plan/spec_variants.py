@@ -11,7 +11,8 @@ import json
 from typing import Any, Optional
 
 from runner.config.acceptance import SYNTHETIC_KEYS, AcceptanceProfile, ProfileKind, profile_of_text
-from runner.config.sections import ConfigError, RunConfig
+from runner.config.checks import ConfigError
+from runner.config.sections import RunConfig
 from runner.measurement.draft_schedule import SCHEDULE_KEY, DraftSchedule, ScheduleError
 from runner.schema import EngineSettings
 from runner.spec_arm import SpecArm

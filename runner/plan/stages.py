@@ -11,7 +11,8 @@ import importlib
 from dataclasses import dataclass, replace
 from typing import Callable, Iterator, Optional, Protocol
 
-from runner.config.sections import ConfigError, RunConfig
+from runner.config.checks import ConfigError
+from runner.config.sections import RunConfig
 from runner.plan.grid import Plan
 
 # name → "module:class" (imported when chosen, so that a study's numerics load only where it runs).

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from runner.config.sections import Residency
+from runner.config.execution import Residency
 from runner.plan.grid import EngineConfig, Plan
 from runner.scheduling.device import policy_for
 from runner.scheduling.order import assign_lanes, lane_count, lane_width

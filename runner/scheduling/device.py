@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from runner.config.sections import Residency
+from runner.config.execution import Residency
 from runner.plan.grid import EngineConfig
 
 # Actors sharing one device slot's Ray resources: residents need room beside each other.

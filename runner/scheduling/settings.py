@@ -5,7 +5,8 @@ import os
 from dataclasses import dataclass
 from typing import Optional
 
-from runner.config.sections import EngineSection, EngineStart, Residency, RunConfig, Warmup
+from runner.config.execution import EngineStart, Residency, Warmup
+from runner.config.sections import EngineSection, RunConfig
 from runner.scheduling.device import DevicePolicy, policy_for
 from runner.slo import Slo
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from runner.config.sections import EngineStart
+from runner.config.execution import EngineStart
 from runner.execution import engine_process
 
 pytestmark = pytest.mark.engine

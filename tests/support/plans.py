@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from runner.cli import make_plan
-from runner.config.sections import ConfigError
+from runner.config.checks import ConfigError
 from runner.config.store import load_config
 
 

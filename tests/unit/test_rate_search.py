@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from runner.config.sections import ConfigError
+from runner.config.checks import ConfigError
 from runner.config.store import load_config
 from runner.measurement.rate_bracket import (BracketState, RatePoint, bracket, line_params, rates_between,
                                              round_rate)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from runner.config.sections import ConfigError
+from runner.config.checks import ConfigError
 from runner.config.store import load_config
 from runner.plan.stages import adaptive_study, run_stages
 from tests.support.plans import plan_error

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from runner.config.sections import ConfigError
+from runner.config.checks import ConfigError
 from runner.config.store import load_config
 from runner.measurement.latency import Timeline, goodput
 from runner.scheduling.settings import Capacity, ExecutionSettings

@@ -6,7 +6,8 @@ import json
 import pytest
 
 from runner.config.acceptance import AcceptanceProfile, ProfileKind
-from runner.config.sections import ConfigError, run_config
+from runner.config.checks import ConfigError
+from runner.config.sections import run_config
 from runner.execution.spec_compat import schedule_graph_args
 from runner.plan.grid import build_plan
 from runner.plan.labels import plan_labels

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from runner.config.sections import address_problem, plain_name_problem
+from runner.config.checks import address_problem, plain_name_problem
 
 from tests.support.malformed import INPUTS, with_inputs, write_inputs
 from tests.support.plans import plan_error

@@ -151,7 +151,7 @@ def test_labels_name_every_difference_and_nothing_shared():
 
 
 def test_make_plan_raises_plan_error_not_a_traceback():
-    from runner.config.sections import ConfigError
+    from runner.config.checks import ConfigError
 
     with pytest.raises(ConfigError):
         _plan(["sweep.repeats=abc"])

@@ -139,7 +139,7 @@ def test_explicit_arms_give_exactly_those_engines():
 
 
 def test_explicit_arms_are_checked():
-    from runner.config.sections import ConfigError
+    from runner.config.checks import ConfigError
     from runner.config.store import load_config
 
     with pytest.raises(ConfigError, match="not an engine axis"):
@@ -194,7 +194,7 @@ def test_study_a_has_its_three_arms():
 
 def test_unknown_preset_lists_the_valid_ones():
     from runner.config.presets import apply_preset
-    from runner.config.sections import ConfigError
+    from runner.config.checks import ConfigError
 
     with pytest.raises(ConfigError, match="valid: cpu"):
         apply_preset(compose("sweep=draft_count", "sweep.preset=tiny"))

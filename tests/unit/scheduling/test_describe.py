@@ -1,7 +1,7 @@
 """The dry run's text shows the run's own lane assignment."""
 from __future__ import annotations
 
-from runner.config.sections import Residency
+from runner.config.execution import Residency
 from runner.scheduling.describe import describe_devices, describe_rounds
 from runner.scheduling.device import policy_for
 from runner.scheduling.order import lane_steps

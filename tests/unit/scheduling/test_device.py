@@ -1,7 +1,7 @@
 """The device policy (pure): what CPU and CUDA lanes do differently, and the Ray options of an actor."""
 from __future__ import annotations
 
-from runner.config.sections import Residency
+from runner.config.execution import Residency
 from runner.scheduling.device import CPU, CUDA, lane_share, policy_for
 from tests.unit.scheduling.plans import tp_plan
 

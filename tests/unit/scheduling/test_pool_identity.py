@@ -7,7 +7,9 @@ import json
 
 import pytest
 
-from runner.config.sections import ConfigError, ExecutionSection, ModelSection
+from runner.config.checks import ConfigError
+from runner.config.execution import ExecutionSection
+from runner.config.sections import ModelSection
 from runner.execution.pooled import Membership, PoolEntry
 from runner.plan.grid import EngineConfig
 from runner.schema import EngineSettings

@@ -1,7 +1,8 @@
 """The driver's settings come from the typed config once, enums kept."""
 from __future__ import annotations
 
-from runner.config.sections import EngineStart, Residency, RunConfig, Warmup
+from runner.config.execution import EngineStart, Residency, Warmup
+from runner.config.sections import RunConfig
 from runner.scheduling.device import CUDA
 from runner.scheduling.settings import ExecutionSettings, execution_env
 from runner.slo import Metric, Slo, Target
