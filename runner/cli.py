@@ -22,6 +22,7 @@ from runner.plan.stages import Stage, adaptive_study, run_stages
 from runner.plan.validate import capacity_warnings, engine_arg_spec, validate
 from runner.schema import TrialStatus
 from runner.scheduling.settings import ExecutionSettings
+from runner.scheduling.startup_steps import StartupSteps
 from runner.scheduling.startup import begin_model_info, dry_run_capacity, prepare_builtin_model, start_ray
 
 
@@ -51,6 +52,8 @@ def race_warnings(sweep: SweepSection) -> list[str]:
 def run_sweep(cfg: DictConfig, *, run_dir: Path, config: Optional[RunConfig] = None) -> int:
     """`config`: the typed `cfg` where the caller already built it."""
     wall_start = time.perf_counter()
+    steps = StartupSteps(origin=process_started_at())
+    steps.mark("Python, imports and config")
     try:
         config = config or typed(cfg)  # the one conversion: everything below takes typed objects
         if not config.dry_run:
@@ -59,6 +62,7 @@ def run_sweep(cfg: DictConfig, *, run_dir: Path, config: Optional[RunConfig] = N
             begin_compile()  # beside validation, Ray's start and the first actor's imports
         study = adaptive_study(config.sweep.adaptive)
         plan = make_plan(study.plannable(config) if study else config)
+        steps.mark("validation and plan")
         report = config.report
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -94,7 +98,7 @@ def run_sweep(cfg: DictConfig, *, run_dir: Path, config: Optional[RunConfig] = N
     trackers: list = []
     planned: set[str] = set()
     code = _execute(stages=stages, base_plan=plan, config=config, sink=sink, run_dir=run_dir, planned=planned,
-                    export_later=trackers, announce=bool(study))
+                    export_later=trackers, announce=bool(study), steps=steps)
     if code:
         return code
     from runner.summary import print_summary
@@ -136,7 +140,7 @@ def _to_run(stage: Stage, *, config: RunConfig, sink) -> tuple[set[str], list]:
 
 
 def _execute(*, stages: Iterator[Stage], base_plan: Plan, config: RunConfig, sink, run_dir: Path, planned: set,
-             export_later: list, announce: bool) -> int:
+             export_later: list, announce: bool, steps: StartupSteps) -> int:
     """Runs each stage's remaining trials (Ray starts with the first stage that has any; `planned` collects every
     stage's trial ids). A tracker of a sweep that completed goes into `export_later` (the caller exports after the
     report); one that was interrupted exports here, before the process ends."""
@@ -156,7 +160,8 @@ def _execute(*, stages: Iterator[Stage], base_plan: Plan, config: RunConfig, sin
             if not todo:
                 continue
             if session is None:
-                session = _Session.open(config=config, run_dir=run_dir, plan=base_plan, previous=previous)
+                session = _Session.open(config=config, run_dir=run_dir, plan=base_plan, previous=previous,
+                                        steps=steps)
             session.run(stage.plan, config=config, sink=sink, run_dir=run_dir, skip=skip, todo=len(todo))
         if session is None:
             print(f"nothing to do: all {len(planned)} trials of this sweep are already in {run_dir} "
@@ -197,7 +202,8 @@ class _Session:
     launched: bool = False  # the command's launch span is on the timeline (once, before its first stage)
 
     @classmethod
-    def open(cls, *, config: RunConfig, run_dir: Path, plan: Plan, previous: dict) -> "_Session":
+    def open(cls, *, config: RunConfig, run_dir: Path, plan: Plan, previous: dict,
+             steps: StartupSteps) -> "_Session":
         from tqdm import tqdm
 
         from runner.sinks.tracking import open_tracker
@@ -207,13 +213,17 @@ class _Session:
             prepare_builtin_model(config.model)
             if device == "cuda":
                 begin_model_info(config.model, mtp=any(e.settings.spec_method == "mtp" for e in plan.engines))
+        steps.mark("run folder and model")
         capacity = start_ray(config.cluster, device=device,
                              pool=config.execution.pool if config.execution.keep_engines else None)
+        steps.mark("Ray")
         for sig in previous:  # again: ray.init installs its own SIGTERM handler (which aborted the process)
             signal.signal(sig, _raise_interrupt)
         settings = ExecutionSettings.of(config, capacity=capacity)
         keys = RunKeys(sweep=plan.sweep, run_id=config.run)
         tracker = open_tracker(tracking=config.tracking, run_dir=run_dir)
+        steps.mark("tracker")
+        print(steps.line(), flush=True)
         progress = tqdm(total=0, desc="trials", unit="trial", dynamic_ncols=True)
         return cls(settings=settings, keys=keys, tracker=tracker, progress=progress)
 

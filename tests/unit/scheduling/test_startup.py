@@ -21,3 +21,15 @@ def test_model_info_for_the_model_and_its_mtp_drafters(tmp_path):
     assert command[1:] == ["-m", "runner.execution.inspect_models", "MiMoForCausalLM", "--mtp"]
     assert model_info_command(tmp_path / "missing.json", mtp=False) is None
     assert mtp_drafters("MiMoForCausalLM", ["MiMoMTPModel", "Qwen3NextMTP", "MiMoForCausalLM"]) == ["MiMoMTPModel"]
+
+
+def test_startup_steps_say_where_the_seconds_went():
+    from runner.scheduling.startup_steps import StartupSteps
+
+    steps = StartupSteps(origin=100.0)
+    steps.mark("imports", at=101.5)
+    steps.mark("validation", at=109.0)
+    steps.mark("Ray", at=113.0)
+    assert steps.durations() == [("imports", 1.5), ("validation", 7.5), ("Ray", 4.0)]
+    assert steps.line() == "start-up: imports 1.5 s · validation 7.5 s · Ray 4.0 s (total 13.0 s before the " \
+                           "first engine's actor)"
