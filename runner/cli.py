@@ -7,7 +7,7 @@ import sys
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator, Optional
+from typing import Callable, Iterator, Optional
 
 import hydra
 from omegaconf import DictConfig, OmegaConf
@@ -16,6 +16,8 @@ from runner.config.checks import ConfigError
 from runner.config.sections import RunConfig, SweepSection
 from runner.config.store import CONF_DIR, run_job, typed
 from runner.measurement.records import RunKeys
+from runner.plan.deferred_check import DeferredEngineArgCheck
+from runner.plan.engine_args import begin_spec
 from runner.plan.grid import Plan, PlanError, build_plan
 from runner.plan.question import question_problems
 from runner.plan.stages import Stage, adaptive_study, run_stages
@@ -61,7 +63,10 @@ def run_sweep(cfg: DictConfig, *, run_dir: Path, config: Optional[RunConfig] = N
 
             begin_compile()  # beside validation, Ray's start and the first actor's imports
         study = adaptive_study(config.sweep.adaptive)
-        plan = make_plan(study.plannable(config) if study else config)
+        pending_rules = None if config.dry_run else begin_spec()
+        plannable = study.plannable(config) if study else config
+        plan = make_plan(plannable, check_engine_args=pending_rules is None)
+        engine_arg_check = DeferredEngineArgCheck(config=plannable, pending=pending_rules) if pending_rules else None
         steps.mark("validation and plan")
         report = config.report
     except ConfigError as exc:
@@ -98,7 +103,7 @@ def run_sweep(cfg: DictConfig, *, run_dir: Path, config: Optional[RunConfig] = N
     trackers: list = []
     planned: set[str] = set()
     code = _execute(stages=stages, base_plan=plan, config=config, sink=sink, run_dir=run_dir, planned=planned,
-                    export_later=trackers, announce=bool(study), steps=steps)
+                    export_later=trackers, announce=bool(study), steps=steps, before_engines=engine_arg_check)
     if code:
         return code
     from runner.summary import print_summary
@@ -140,7 +145,8 @@ def _to_run(stage: Stage, *, config: RunConfig, sink) -> tuple[set[str], list]:
 
 
 def _execute(*, stages: Iterator[Stage], base_plan: Plan, config: RunConfig, sink, run_dir: Path, planned: set,
-             export_later: list, announce: bool, steps: StartupSteps) -> int:
+             export_later: list, announce: bool, steps: StartupSteps,
+             before_engines: Optional[Callable[[], None]] = None) -> int:
     """Runs each stage's remaining trials (Ray starts with the first stage that has any; `planned` collects every
     stage's trial ids). A tracker of a sweep that completed goes into `export_later` (the caller exports after the
     report); one that was interrupted exports here, before the process ends."""
@@ -162,7 +168,8 @@ def _execute(*, stages: Iterator[Stage], base_plan: Plan, config: RunConfig, sin
             if session is None:
                 session = _Session.open(config=config, run_dir=run_dir, plan=base_plan, previous=previous,
                                         steps=steps)
-            session.run(stage.plan, config=config, sink=sink, run_dir=run_dir, skip=skip, todo=len(todo))
+            session.run(stage.plan, config=config, sink=sink, run_dir=run_dir, skip=skip, todo=len(todo),
+                        before_engines=before_engines)
         if session is None:
             print(f"nothing to do: all {len(planned)} trials of this sweep are already in {run_dir} "
                   f"(run=<new name> starts a fresh run)")
@@ -227,7 +234,8 @@ class _Session:
         progress = tqdm(total=0, desc="trials", unit="trial", dynamic_ncols=True)
         return cls(settings=settings, keys=keys, tracker=tracker, progress=progress)
 
-    def run(self, plan: Plan, *, config: RunConfig, sink, run_dir: Path, skip: set[str], todo: int) -> None:
+    def run(self, plan: Plan, *, config: RunConfig, sink, run_dir: Path, skip: set[str], todo: int,
+            before_engines: Optional[Callable[[], None]] = None) -> None:
         from runner.scheduling.describe import describe_rounds
         from runner.scheduling.loop import Scheduler
 
@@ -238,7 +246,8 @@ class _Session:
         scheduler = Scheduler(plan=plan, model_cfg=config.model, keys=self.keys, sink=sink, settings=self.settings,
                               log_dir=run_dir / "logs", on_trial=self.tracker.log_trial,
                               on_engine=self.tracker.log_engine, progress=self.progress,
-                              launched_at=None if self.launched else process_started_at())
+                              launched_at=None if self.launched else process_started_at(),
+                              before_engines=before_engines)
         self.launched = True
         scheduler.run(skip_trial_ids=skip)
 

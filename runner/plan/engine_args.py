@@ -158,6 +158,22 @@ def load_spec(*, refresh: bool = False) -> Optional[EngineArgSpec]:
     return _from_json(data)
 
 
+def begin_spec():
+    """vLLM's rules read in a side thread where the cache lacks them (a Future), so that a first use of this vLLM
+    (an import of seconds to tens of seconds) runs beside Ray's start and the first actor's imports; None where the
+    cache holds them or vLLM is not installed (read them at once)."""
+    path = cache_path()
+    if path is None or path.exists():
+        return None
+    from concurrent.futures import ThreadPoolExecutor
+
+    executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="engine-arg-rules")
+    try:
+        return executor.submit(load_spec)
+    finally:
+        executor.shutdown(wait=False)
+
+
 def _extract_in_subprocess() -> Optional[dict]:
     # A child process: vLLM's import-time output and state stay out of the driver.
     try:

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from typing import Callable, Optional
 
+from runner.config.checks import ConfigError
 from runner.measurement.records import RunKeys
 from runner.plan.grid import Plan
 from runner.schema import Phase
@@ -27,7 +28,8 @@ from runner.scheduling.stops import Deadline, DeadlineReached, Interrupted
 class Scheduler:
     def __init__(self, *, plan: Plan, model_cfg, keys: RunKeys, sink: ResultSink, settings: ExecutionSettings,
                  log_dir: Path, on_trial: Optional[Callable] = None, on_engine: Optional[Callable] = None,
-                 progress=None, launched_at: Optional[float] = None):
+                 progress=None, launched_at: Optional[float] = None,
+                 before_engines: Optional[Callable[[], None]] = None):
         self.settings = settings
         self.pool = ActorPool(settings=settings, keys=keys, log_dir=log_dir, model_cfg=model_cfg)
         race = Race(plan=plan, enabled=settings.race, tie_band=settings.race_tie_band, seed=settings.order_seed)
@@ -35,7 +37,7 @@ class Scheduler:
                                  progress=progress, launched_at=launched_at)
         self.machine = LaneMachine(plan=plan, model_cfg=model_cfg, settings=settings, pool=self.pool,
                                    recorder=self.recorder, race=race, deadline=Deadline(deadline_s=settings.deadline_s),
-                                   progress=progress)
+                                   progress=progress, before_engines=before_engines)
         self.bundles = LaneBundles()
 
     def run(self, *, skip_trial_ids: set[str]) -> None:
@@ -63,7 +65,7 @@ class Scheduler:
         except KeyboardInterrupt:
             self.abandon()
             raise Interrupted() from None
-        except DeadlineReached:
+        except (DeadlineReached, ConfigError):  # ConfigError: a check deferred to the first engine failed
             self.abandon()
             raise
         finally:

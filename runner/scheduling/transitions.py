@@ -4,7 +4,7 @@ from __future__ import annotations
 import collections
 import os
 import time
-from typing import Optional
+from typing import Callable, Optional
 
 from runner.plan.grid import EngineConfig, Plan
 from runner.schema import RACE_ELIMINATED, Phase, TrialStatus
@@ -21,8 +21,10 @@ from runner.scheduling.stops import Deadline, back_before_deadline, load_estimat
 
 class LaneSteps:
     def __init__(self, *, plan: Plan, model_cfg, settings: ExecutionSettings, pool: ActorPool, recorder: Recorder,
-                 race: Race, deadline: Deadline, progress=None):
+                 race: Race, deadline: Deadline, progress=None, before_engines: Optional[Callable[[], None]] = None):
         self.plan, self.model_cfg, self.settings = plan, model_cfg, settings
+        # A check deferred until now (vLLM's engine-argument rules): raises before any engine loads or runs a trial.
+        self.before_engines = before_engines or (lambda: None)
         self.policy = settings.policy
         self.pool, self.recorder, self.race, self.deadline, self.progress = pool, recorder, race, deadline, progress
         self.lanes: list[Lane] = []
@@ -120,6 +122,7 @@ class LaneSteps:
         self.start_engine(lane)
 
     def start_engine(self, lane: Lane) -> None:
+        self.before_engines()
         engine = lane.current.engine
         # A pooled CUDA engine sleeps when it goes back to the pool: it needs sleep mode from its start.
         sleepy = self.policy.residents_sleep and (lane.max_resident > 1 or self.settings.keep_engines)
@@ -175,6 +178,7 @@ class LaneSteps:
                 self.pool.reap(wait=True)  # an engine shutting down would take cores from the trial
             if lane.spare_ready is not None:
                 self.await_spare(lane)  # so would the next engine's imports
+        self.before_engines()
         trial = lane.trials[0]
         engine = lane.current.engine
         self.check_deadline(what=f"trial {trial.trial_id}", in_hand=1, estimate_s=trial_estimate(

@@ -79,3 +79,19 @@ def test_one_command_per_run_folder_and_a_killed_holder_is_taken_over(tmp_path):
     trials = read_frame(run_dir, "trials")
     assert len(trials) == 1 and (trials.status == "ok").all()
     assert (run_dir / LOCK_NAME).read_text() == ""
+
+
+@pytest.mark.engine
+def test_first_use_of_vllm_checks_its_rules_before_any_engine_starts(tmp_path):
+    """A fresh cache: vLLM's engine-argument rules are read beside Ray's start and the first actor's imports; a
+    value vLLM refuses still exits 2 naming the fix, with no engine loaded and nothing left running."""
+    proc = start_cli(*ONE_TRIAL, "sweep.engine_axes={kv_cache_dtype:[auto,fp9]}", output_root=tmp_path,
+                     env={"RUNNER_CACHE_DIR": str(tmp_path / "cache")})
+    stdout, stderr = proc.communicate(timeout=600)
+    assert proc.returncode == 2, stderr[-3000:]
+    assert "kv_cache_dtype=fp9 is not one of vLLM's values" in stderr
+    assert "fix: sweep.engine_axes.kv_cache_dtype=[auto]" in stderr
+    assert "start-up:" in stdout  # Ray had started: the check ran where the first engine would have loaded
+    assert not list((tmp_path / "lock" / "held").glob("engines*"))
+    assert wait_until_gone(proc.pid) == []
+    assert list((tmp_path / "cache" / "engine-args").glob("*.json"))  # the next command reads them at once

@@ -1,0 +1,28 @@
+"""vLLM's engine-argument rules checked when the first engine needs them, not before Ray starts.
+
+A first use of an installed vLLM reads its rules by importing it (seconds on CPU, ~17 s on a fresh GPU machine);
+everything else is validated at once, and this check runs before the first engine loads or the first trial runs:
+still before any engine starts, with Ray's start and the first actor's imports beside it.
+"""
+from __future__ import annotations
+
+import dataclasses
+from concurrent.futures import Future
+
+from runner.config.sections import RunConfig
+
+
+@dataclasses.dataclass(kw_only=True)
+class DeferredEngineArgCheck:
+    config: RunConfig
+    pending: Future  # of the EngineArgSpec (runner.plan.engine_args.begin_spec)
+    done: bool = False
+
+    def __call__(self) -> None:
+        """Raises ConfigError, naming the fix, where the config breaks vLLM's rules; once."""
+        if self.done:
+            return
+        self.done = True
+        from runner.plan.validate import validate
+
+        validate(self.config, known_engine_args=self.pending.result())
