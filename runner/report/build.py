@@ -285,7 +285,7 @@ def render_markdown(a: Analysis, *, plot_files: list[Path]) -> str:
                      "None: the outcome does not change along any axis."),
              _draft_section(a), sections.schedule_section(a), _capacity_section(a), _divergence_section(a), _failures_section(a),
              _bandwidth_section(a), _detail_section(a), _engines_section(a), sections.first_trial_section(a),
-             sections.device_time_section(a)]
+             sections.agreement_section(a), sections.device_time_section(a)]
     parts += [rates.rate_section(a), categories.category_section(a)]
     if plot_files:
         parts.append(section("Plots", "\n\n".join(f"![{p.stem}]({p.name})" for p in plot_files)))

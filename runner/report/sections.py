@@ -202,6 +202,28 @@ def schedule_section(a) -> str:
                    "(speculative_config.num_speculative_tokens_per_batch_size).", *parts)
 
 
+def agreement_section(a) -> str:
+    """Folders that ran the same points: each later one against the first (runner.report.agreement)."""
+    from runner.report.agreement import BAND, agreement_line, agreement_rows
+    from runner.report.samples import sample_values
+
+    r = a.results
+    rows = agreement_rows(r.trials, sample_values(r.trials, r.requests), r.sources)
+    if not len(rows):
+        return ""
+    lines, tables = [], []
+    for _, mine in rows.groupby("source", sort=False):
+        lines.append(agreement_line(mine) + ".")
+        by = mine.groupby("workload").agg(points=("ratio", "size"),
+                                          within=("ratio", lambda x: int(((x - 1).abs() <= BAND).sum())),
+                                          median_ratio=("ratio", "median"), inside=("inside", "sum")).reset_index()
+        tables.append(md_table(by.assign(source=mine.source.iloc[0])[["source", "workload", "points", "within",
+                                                                      "median_ratio", "inside"]].round(3)))
+    return section("Agreement between runs", "The same points (engine, workload, params, concurrency) in several "
+                   "folders, each later folder against the first, on the deciding figure: " + " ".join(lines),
+                   *tables)
+
+
 def first_trial_section(a) -> str:
     """Each load's first trial: its two runs side by side, and each load's and wake's first trial against the same
     point in later rounds (runner.report.first_trials)."""
