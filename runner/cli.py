@@ -17,7 +17,7 @@ from runner.config.sections import RunConfig, SweepSection
 from runner.config.store import CONF_DIR, run_job, typed
 from runner.measurement.records import RunKeys
 from runner.plan.deferred_check import DeferredEngineArgCheck
-from runner.plan.engine_args import begin_spec
+from runner.plan.engine_args import begin_spec, spec_uncached
 from runner.plan.grid import Plan, PlanError, build_plan
 from runner.plan.question import question_problems
 from runner.plan.stages import Stage, adaptive_study, run_stages
@@ -63,10 +63,10 @@ def run_sweep(cfg: DictConfig, *, run_dir: Path, config: Optional[RunConfig] = N
 
             begin_compile()  # beside validation, Ray's start and the first actor's imports
         study = adaptive_study(config.sweep.adaptive)
-        pending_rules = None if config.dry_run else begin_spec()
+        later = not config.dry_run and spec_uncached()  # vLLM's rules need its import: read beside Ray's start
         plannable = study.plannable(config) if study else config
-        plan = make_plan(plannable, check_engine_args=pending_rules is None)
-        engine_arg_check = DeferredEngineArgCheck(config=plannable, pending=pending_rules) if pending_rules else None
+        plan = make_plan(plannable, check_engine_args=not later)
+        engine_arg_check = DeferredEngineArgCheck(config=plannable, pending=begin_spec()) if later else None
         steps.mark("validation and plan")
         report = config.report
     except ConfigError as exc:

@@ -11,6 +11,15 @@ import pytest
 from tests.support.cli import run_cli
 
 
+@pytest.fixture(scope="session", autouse=True)
+def engine_arg_rules():
+    """vLLM's engine-argument rules in the cache before any test runs the CLI, so that a refusal test sees them
+    checked at once on a fresh machine too (a first use reads them beside Ray's start: one test covers that)."""
+    from runner.plan.engine_args import load_spec
+
+    load_spec()
+
+
 @pytest.fixture(scope="session")
 def small_sweep(tmp_path_factory):
     """A small real sweep (spec off vs MTP k=2, concurrency 1 and 2) on the embedded model, run once."""

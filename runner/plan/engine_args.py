@@ -158,13 +158,15 @@ def load_spec(*, refresh: bool = False) -> Optional[EngineArgSpec]:
     return _from_json(data)
 
 
-def begin_spec():
-    """vLLM's rules read in a side thread where the cache lacks them (a Future), so that a first use of this vLLM
-    (an import of seconds to tens of seconds) runs beside Ray's start and the first actor's imports; None where the
-    cache holds them or vLLM is not installed (read them at once)."""
+def spec_uncached() -> bool:
+    """Whether reading vLLM's rules means importing it: installed, and not in the cache yet."""
     path = cache_path()
-    if path is None or path.exists():
-        return None
+    return path is not None and not path.exists()
+
+
+def begin_spec():
+    """vLLM's rules read in a side thread (a Future), so that a first use of this vLLM (an import of seconds to
+    tens of seconds) runs beside Ray's start and the first actor's imports."""
     from concurrent.futures import ThreadPoolExecutor
 
     executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="engine-arg-rules")

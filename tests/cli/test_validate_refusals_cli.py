@@ -89,3 +89,12 @@ def test_a_second_command_on_a_held_run_is_refused_naming_the_holder(tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert f"note: taking over the lock of {run_dir} left by pid {left.pid} on {left.host}" in proc.stderr
     assert (run_dir / LOCK_NAME).read_text() == ""
+
+
+def test_a_refusal_on_a_first_use_of_vllm_does_not_wait_for_its_rules(tmp_path):
+    """Bad input that needs no vLLM rules is refused before the rules are read on a fresh cache (else the process
+    would wait for vLLM's import to finish before it exits)."""
+    proc = run_cli("dry_run=false", "tracking=none", "run=bad", "sweep.grid.concurrency=[0]", output_root=tmp_path,
+                   check=False, timeout=300, env={"RUNNER_CACHE_DIR": str(tmp_path / "cache")})
+    assert proc.returncode == 2 and "fix: sweep.grid.concurrency=" in proc.stderr
+    assert not list((tmp_path / "cache").rglob("*.json"))
