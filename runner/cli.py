@@ -274,16 +274,10 @@ def _compact(sink) -> None:
 
 
 def process_started_at() -> float:
-    """When this command's process started (epoch seconds): the timeline's `launch` span starts there."""
-    try:
-        import psutil
+    """When this command started (epoch seconds): the timeline's `launch` span starts there."""
+    from runner import STARTED_AT
 
-        return psutil.Process().create_time()
-    except Exception:
-        return _IMPORTED_AT
-
-
-_IMPORTED_AT = time.time()
+    return STARTED_AT
 
 
 def _skipped_ids(sink) -> set[str]:
