@@ -25,4 +25,8 @@ class DeferredEngineArgCheck:
         self.done = True
         from runner.plan.validate import validate
 
-        validate(self.config, known_engine_args=self.pending.result())
+        try:
+            rules = self.pending.result()
+        except Exception:  # rules that cannot be read leave the arguments unchecked, as at once (load_spec: None)
+            rules = None
+        validate(self.config, known_engine_args=rules)

@@ -33,3 +33,22 @@ def test_several_typos_are_all_named():
     errors = check_overrides(["sweep.grdi.concurrency=[1]", "cluster.cpu_engine_slot=2"], config_dir=CONF_DIR)
     assert len(errors) == 2
     assert "fix: cluster.cpu_engine_slots=2" in errors[1]
+
+
+def test_a_deferred_check_refuses_once_and_unreadable_rules_leave_it_unchecked():
+    from concurrent.futures import Future
+
+    from runner.config.checks import ConfigError
+    from runner.config.store import load_config
+    from runner.plan.deferred_check import DeferredEngineArgCheck
+
+    config = load_config(["tracking=none", "+engine.args.not_an_engine_arg=1"])
+    refused = Future()
+    refused.set_result({"model", "max_num_seqs"})
+    check = DeferredEngineArgCheck(config=config, pending=refused)
+    with pytest.raises(ConfigError, match="not_an_engine_arg"):
+        check()
+    check()  # once
+    broken = Future()
+    broken.set_exception(RuntimeError("vLLM's import failed"))
+    DeferredEngineArgCheck(config=config, pending=broken)()
