@@ -12,9 +12,9 @@ import math
 
 import pandas as pd
 
-from runner.report.samples import deciding_metric
+from runner.report.first_trials import POINT
+from runner.report.samples import better_ratio, ok_trial_values
 
-POINT = ["engine_id", "workload", "workload_params_json", "concurrency"]
 BAND = 0.10  # "within 10 %" of the first run's median
 
 
@@ -24,10 +24,7 @@ def agreement_rows(trials: pd.DataFrame, samples: pd.DataFrame, sources: list[st
     columns = ["source", "reference", *POINT, "n_reference", "n_later", "ratio", "inside", "p_inside"]
     if len(sources) < 2 or not len(trials) or not len(samples):
         return pd.DataFrame(columns=columns)
-    value = samples.groupby(["source", "trial_id"]).value.median()
-    ok = trials[trials.status == "ok"].copy()
-    ok["value"] = [value.get((s, t)) for s, t in zip(ok.source, ok.trial_id)]
-    ok = ok.dropna(subset=["value"])
+    ok = ok_trial_values(trials, samples)
     reference = sources[0]
     ref = {key: g.value for key, g in ok[ok.source == reference].groupby(POINT)}
     rows = []
@@ -36,8 +33,7 @@ def agreement_rows(trials: pd.DataFrame, samples: pd.DataFrame, sources: list[st
             base = ref.get(key)
             if base is None or not len(base):
                 continue
-            mine, theirs = float(g.value.median()), float(base.median())
-            better = mine / theirs if deciding_metric(key[1]).higher_is_better else theirs / mine
+            better = better_ratio(key[1], float(g.value.median()), float(base.median()))
             k = len(base)
             rows.append({"source": source, "reference": reference, **dict(zip(POINT, key)), "n_reference": k,
                          "n_later": len(g), "ratio": better,

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from runner.report.samples import deciding_metric
+from runner.report.samples import better_ratio, ok_trial_values
 
 BAND = 0.10  # a first trial within 10 % of the later rounds' median passes
 POINT = ["engine_id", "workload", "workload_params_json", "concurrency"]
@@ -25,10 +25,7 @@ def first_trial_checks(trials: pd.DataFrame, samples: pd.DataFrame, phases: pd.D
                "later_median", "n_later", "ratio"]
     if phases is None or not len(phases) or not len(trials) or not len(samples):
         return pd.DataFrame(columns=columns)
-    value = samples.groupby(["source", "trial_id"]).value.median()
-    ok = trials[trials.status == "ok"].copy()
-    ok["value"] = [value.get((s, t)) for s, t in zip(ok.source, ok.trial_id)]
-    ok = ok.dropna(subset=["value"])
+    ok = ok_trial_values(trials, samples)
     rows = []
     events = phases[phases.phase.isin(["start", "wake"]) & phases.engine_id.notna()]
     for e in events.itertuples():
@@ -42,7 +39,7 @@ def first_trial_checks(trials: pd.DataFrame, samples: pd.DataFrame, phases: pd.D
         if not len(same):
             continue
         later = float(same.value.median())
-        better = first.value / later if deciding_metric(first.workload).higher_is_better else later / first.value
+        better = better_ratio(first.workload, first.value, later)
         rows.append({"source": first.source, "after": "load" if e.phase == "start" else "wake",
                      "engine_id": first.engine_id, "workload": first.workload,
                      "workload_params_json": first.workload_params_json, "concurrency": int(first.concurrency),
@@ -71,7 +68,7 @@ def first_run_checks(trials: pd.DataFrame, samples: pd.DataFrame, first_runs: pd
             continue
         trial = ok.loc[key]
         first, kept = float(first_value[key]), float(kept_value[key])
-        better = first / kept if deciding_metric(trial.workload).higher_is_better else kept / first
+        better = better_ratio(trial.workload, first, kept)
         rows.append({"source": key[0], "after": "pool wake" if (key[0], trial.engine_id) in pooled else "load",
                      "engine_id": trial.engine_id, "workload": trial.workload,
                      "workload_params_json": trial.workload_params_json, "concurrency": int(trial.concurrency),
@@ -95,16 +92,13 @@ def first_at_point_checks(trials: pd.DataFrame, samples: pd.DataFrame) -> pd.Dat
     rows = []
     if not len(trials) or not len(samples):
         return pd.DataFrame(columns=["ratio"])
-    value = samples.groupby(["source", "trial_id"]).value.median()
-    ok = trials[trials.status == "ok"].copy()
-    ok["value"] = [value.get((s, t)) for s, t in zip(ok.source, ok.trial_id)]
-    for key, group in ok.dropna(subset=["value"]).sort_values("started_at").groupby(["source", *POINT], sort=False):
+    ok = ok_trial_values(trials, samples)
+    for key, group in ok.sort_values("started_at").groupby(["source", *POINT], sort=False):
         if len(group) < 2:
             continue
         first, later = float(group.value.iloc[0]), float(group.value.iloc[1:].median())
-        higher = deciding_metric(group.workload.iloc[0]).higher_is_better
         rows.append({"workload": group.workload.iloc[0], "concurrency": int(group.concurrency.iloc[0]),
-                     "ratio": first / later if higher else later / first})
+                     "ratio": better_ratio(group.workload.iloc[0], first, later)})
     return pd.DataFrame(rows, columns=["workload", "concurrency", "ratio"])
 
 

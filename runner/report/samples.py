@@ -31,6 +31,19 @@ def deciding_metric(workload: str) -> DecidingMetric:
                               f"Workload class in runner/measurement/workloads/)") from None
 
 
+def ok_trial_values(trials: pd.DataFrame, samples: pd.DataFrame) -> pd.DataFrame:
+    """The ok trials with their deciding figure (`value`: the median of their samples); trials without one dropped."""
+    value = samples.groupby(["source", "trial_id"]).value.median()
+    ok = trials[trials.status == TrialStatus.OK].copy()
+    ok["value"] = [value.get((s, t)) for s, t in zip(ok.source, ok.trial_id)]
+    return ok.dropna(subset=["value"])
+
+
+def better_ratio(workload: str, mine: float, theirs: float) -> float:
+    """How much better `mine` is than `theirs` on the workload's deciding figure (> 1: better)."""
+    return mine / theirs if deciding_metric(workload).higher_is_better else theirs / mine
+
+
 def _selected(requests: pd.DataFrame, selection: RequestSelection, column: str) -> pd.DataFrame:
     chosen = requests[requests.error.isna()] if "error" in requests else requests
     if selection.turn is not None:
