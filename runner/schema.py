@@ -159,6 +159,8 @@ class TrialRecord(EngineSettings):
     wall_s: Optional[float] = None
     # Unmeasured warm-up of this trial's shape on its engine just before it (0: shape already warm; null: off).
     warmup_s: Optional[float] = None
+    # The warm-up mode the engine ran under (execution.warmup, `auto` resolved for the device).
+    warmup: Optional[str] = None
     # The engine's first trial after a load or a pool wake runs twice with the same prompts and this row is the
     # second run; the first is in the `first_runs` table and took this many seconds (null: one run).
     first_run_s: Optional[float] = None

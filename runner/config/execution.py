@@ -29,13 +29,19 @@ class Residency(enum.StrEnum):
 class Warmup(enum.StrEnum):
     """execution.warmup: what an engine runs, unmeasured, before a trial shape it has not seen. full: the shape
     itself once (output capped); light: each new workload point once at one session plus a short pass (short
-    prompts, few tokens) at each new concurrency; auto: full (light becomes the default where the report's first-trial
-    check holds on every device)."""
+    prompts, few tokens) at each new concurrency; auto: the device's own (runner.scheduling.device: light on
+    CUDA, full on CPU), recorded in each trial's `warmup` column."""
 
     AUTO = "auto"
     FULL = "full"
     LIGHT = "light"
     OFF = "off"
+
+    @classmethod
+    def on_engine(cls, value) -> "Warmup":
+        """What an engine runs for `value`: the driver resolves `auto` for the device; one left unresolved is full."""
+        mode = cls(value)
+        return cls.FULL if mode is cls.AUTO else mode
 
 
 class EngineStart(enum.StrEnum):

@@ -51,7 +51,7 @@ class EngineActor(PoolMember):
         self.slo = slo
         self.host: Optional[EngineHost] = None
         self.engine: Optional[EngineConfig] = None
-        self.warmup = Warmup(warmup)
+        self.warmup = Warmup.on_engine(warmup)
         self.warmup_output_cap = warmup_output_cap
         # (workload, params, concurrency, api) already run on this engine: their first-use costs are paid.
         self.warm_shapes: set[tuple] = set()
@@ -187,7 +187,8 @@ class EngineActor(PoolMember):
         row = trial_row(keys=self.keys, trial=trial, settings=self.engine.settings, results=results,
                         measured_phases=params.measured_phases(), wall_s=wall_s, started_at=started_at,
                         counter_deltas=window.deltas(), kv_usage_peak=peak[0], slo=self.slo, attempts=attempt,
-                        warmup_s=warmup_s, arrival_columns=params.arrival_columns(), **gc_columns)
+                        warmup_s=warmup_s, warmup=self.warmup.value, arrival_columns=params.arrival_columns(),
+                        **gc_columns)
         reqs = request_rows(keys=self.keys, trial_id=trial.trial_id, engine_id=trial.engine_id, results=results,
                             t0=t0)
         return TrialResult(trial=row, requests=reqs)

@@ -143,7 +143,7 @@ class PoolMember:
                 return StartResult(ok=False, failure_kind="pool_engine_gone", failure_reason="no engine loaded")
             if getattr(host, "_asleep", False):
                 await host.wake_up()
-            self.keys, self.slo, self.warmup = keys, slo, Warmup(warmup)
+            self.keys, self.slo, self.warmup = keys, slo, Warmup.on_engine(warmup)
             self.warmup_output_cap = warmup_output_cap
             self.first_trial_twice = first_trial_twice
             self.first_run_due = first_trial_twice and first  # a new command's first trial on it runs twice too

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from runner.config.execution import Residency
+from runner.config.execution import Residency, Warmup
 from runner.plan.grid import EngineConfig
 
 # Actors sharing one device slot's Ray resources: residents need room beside each other.
@@ -26,6 +26,10 @@ class DevicePolicy:
     host_limits_asleep: bool  # asleep engines keep their weights in host RAM: those must fit
     uses_placement_group: bool  # one Ray bundle per lane, so lanes never share a GPU
     binds_cores: bool  # each lane's engines get their own cores (VLLM_CPU_OMP_THREADS_BIND)
+    auto_warmup: Warmup  # execution.warmup=auto: the lightest mode whose first trials held against later rounds
+
+    def warmup(self, asked: Warmup) -> Warmup:
+        return self.auto_warmup if asked is Warmup.AUTO else asked
 
     def units_needed(self, engine: EngineConfig) -> int:
         """Device units one engine occupies: its TP GPUs on cuda, one slot on CPU."""
@@ -49,12 +53,16 @@ class DevicePolicy:
 
 CPU = DevicePolicy(name="cpu", gpus_per_tp_rank=False, residents_sleep=False, preloads_beside=True,
                    spare_during_trials=False, quiet_trials=True, frees_before_load=False, keeps_finished_idle=True,
-                   spare_needs_share=False, host_limits_asleep=False, uses_placement_group=False, binds_cores=True)
+                   spare_needs_share=False, host_limits_asleep=False, uses_placement_group=False, binds_cores=True,
+                   auto_warmup=Warmup.FULL)
+# On CPU a load's first round runs faster than later ones with either warm-up, so the first-trial check cannot
+# choose there and `auto` keeps the full copy; on the H200 the light warm-up's first trials held (docs/benchmarks.md).
 # The next actor's imports beside a trial slow it on CUDA as well (docs/benchmarks.md: round 0 against the same
 # trials on warm pooled engines), so there too the spare starts during the load and trials run quiet.
 CUDA = DevicePolicy(name="cuda", gpus_per_tp_rank=True, residents_sleep=True, preloads_beside=False,
                     spare_during_trials=False, quiet_trials=True, frees_before_load=True, keeps_finished_idle=False,
-                    spare_needs_share=True, host_limits_asleep=True, uses_placement_group=True, binds_cores=False)
+                    spare_needs_share=True, host_limits_asleep=True, uses_placement_group=True, binds_cores=False,
+                    auto_warmup=Warmup.LIGHT)
 POLICIES = {p.name: p for p in (CPU, CUDA)}
 
 

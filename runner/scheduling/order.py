@@ -1,4 +1,5 @@
-"""The order trials run in (pure): engines onto lanes, rounds of repeats, trials shuffled within an engine."""
+"""The order trials run in (pure): engines onto lanes, rounds of repeats, trials shuffled within an engine, an
+engine's first visit opening with its cheapest trial."""
 from __future__ import annotations
 
 import dataclasses
@@ -60,22 +61,44 @@ def assign_lanes(plan: Plan, *, lanes: int, skip_trial_ids: Iterable[str] = froz
 def round_steps(plan: Plan, *, engine_ids: list[str], skip_trial_ids: Iterable[str] = frozenset(), seed: int = 0,
                 lane: int = 0) -> list[Step]:
     """Round r holds repeat r of every engine's trials. Engines rotate from round to round from a seeded
-    start; trials within an engine are shuffled (seeded). Finished trials drop out, so a resume continues
-    the interrupted round."""
+    start; trials within an engine are shuffled (seeded), and an engine's first visit opens with its cheapest
+    trial. Finished trials drop out, so a resume continues the interrupted round."""
     skip = set(skip_trial_ids)
     rounds = sorted({t.repeat for e in engine_ids for t in plan.trials_of(e)})
     if not engine_ids:
         return []
     offset = random.Random(f"{seed}:{lane}:rotation").randrange(len(engine_ids))
     steps = []
+    visited: set[str] = set()
     for index, r in enumerate(rounds):
         shift = (offset + index) % len(engine_ids)
         for engine_id in engine_ids[shift:] + engine_ids[:shift]:
             todo = [t for t in plan.trials_of(engine_id) if t.repeat == r and t.trial_id not in skip]
             random.Random(f"{seed}:{engine_id}:{r}").shuffle(todo)
             if todo:
+                if engine_id not in visited:
+                    todo = cheapest_first(todo)
+                    visited.add(engine_id)
                 steps.append(Step(round=r, engine_id=engine_id, trials=tuple(todo)))
     return merge_adjacent(steps)
+
+
+def cheapest_first(trials: list[Trial]) -> list[Trial]:
+    """The trial a load or a pool wake opens with runs twice (execution.first_trial_twice): the cheapest one,
+    so that the discarded run costs the least; the rest keep their shuffled order."""
+    if not trials:
+        return trials
+    first = min(range(len(trials)), key=lambda i: (run_cost(trials[i]), i))
+    return [trials[first], *trials[:first], *trials[first + 1:]]
+
+
+def run_cost(trial: Trial) -> int:
+    """Tokens a trial's sessions may hold at once: a proxy for how long its run takes."""
+    try:
+        tokens = int(trial.params.max_sequence_tokens())
+    except (NotImplementedError, AttributeError, TypeError, ValueError):
+        tokens = 1 << 30  # no estimate: never preferred over one that has one
+    return max(1, trial.concurrency) * tokens
 
 
 def merge_adjacent(steps: list[Step]) -> list[Step]:

@@ -58,7 +58,7 @@ class ExecutionSettings:
                    device_units=capacity.device_units, cpus_per_engine=float(config.cluster.cpus_per_engine),
                    env=execution_env(config.engine), trial_timeout_s=float(execution.trial_timeout_s),
                    start_timeout_s=float(execution.start_timeout_s), max_trial_retries=execution.max_trial_retries,
-                   slo=config.slo, warmup=execution.warmup,
+                   slo=config.slo, warmup=policy_for(config.engine.device).warmup(execution.warmup),
                    warmup_output_cap=execution.warmup_output_cap,
                    first_trial_twice=bool(execution.first_trial_twice), resident=execution.resident,
                    deadline_s=execution.deadline_s, order_seed=execution.order_seed,

@@ -103,6 +103,7 @@ def test_each_shape_is_warmed_once_before_its_first_measured_trial(two_orders):
     for row in rows_a + rows_b:
         key = (row.concurrency, json.loads(row.workload_params_json)["input_len"])
         assert (row.warmup_s > 0) == (key not in seen), (key, row.warmup_s)
+        assert row.warmup == "full"  # an actor given `auto` unresolved runs the full copy, and says so
         seen.add(key)
 
 

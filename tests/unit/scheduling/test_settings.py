@@ -18,6 +18,14 @@ def test_settings_keep_the_configs_enums_and_values():
     assert settings(slo=slo).slo == slo  # the actor's goodput targets: the config's one SLO
 
 
+def test_auto_warmup_is_the_devices_own_and_a_chosen_mode_stays():
+    assert settings(device="cuda", warmup="auto").warmup is Warmup.LIGHT
+    assert settings(device="cpu", warmup="auto").warmup is Warmup.FULL
+    assert settings(device="cuda", warmup="full").warmup is Warmup.FULL
+    assert settings(device="cpu", warmup="light").warmup is Warmup.LIGHT
+    assert Warmup.on_engine("auto") is Warmup.FULL and Warmup.on_engine("light") is Warmup.LIGHT
+
+
 def test_every_setting_comes_from_the_config_none_has_a_default_of_its_own():
     assert all(f.default is f.default_factory for f in ExecutionSettings.__dataclass_fields__.values())
     assert "execution" in RunConfig.__dataclass_fields__
