@@ -164,7 +164,7 @@ class EngineActor(PoolMember):
     async def _measure(self, *, trial: Trial, workload, params, attempt: int,
                        warmup_s: Optional[float]) -> TrialResult:
         """One measured run of the trial (its seeds fixed by the trial's repeat, so a rerun sends the same prompts)."""
-        window = CounterWindow()
+        window = CounterWindow(finished=lambda: self.host.finished_requests)
         await window.open_whole()
         peak = [0.0]
         sampler = asyncio.create_task(self._sample_kv_usage(peak))

@@ -79,6 +79,8 @@ class EngineHost:
         self._tokenizer = None
         self._ids = itertools.count()
         self.in_flight: set[str] = set()
+        # Requests this host saw finish: a measure window waits until vLLM's counters have counted them all.
+        self.finished_requests = 0
         self.request_seeds = True  # see _seed
         # Engine arguments the runner added for the installed vLLM (JSON; None: none), for the engine row.
         self.added_engine_args: Optional[str] = None
@@ -175,6 +177,8 @@ class EngineHost:
                 final = out
         finally:
             self.in_flight.discard(request_id)
+        if final is not None and final.finished:
+            self.finished_requests += 1
         return RequestResult(timeline=timeline, prompt_tokens=len(prompt_token_ids), output_token_ids=token_ids,
                              session=session, turn=turn, phase=phase,
                              send_lag_s=None if scheduled_at is None else sent - scheduled_at, **_engine_side(final))
@@ -276,6 +280,7 @@ class OfflineEngineHost(EngineHost):
         # A worker thread keeps the actor's event loop (KV usage sampling) running during the batch.
         outputs = await asyncio.to_thread(self._llm.generate, inputs, params, use_tqdm=False)
         done_at = time.perf_counter()
+        self.finished_requests += sum(1 for out in outputs if out.finished)
         results = []
         for prompt, session, out in zip(prompts, sessions, outputs):
             token_ids = list(out.outputs[0].token_ids)

@@ -6,13 +6,15 @@ import asyncio
 import gc
 import time
 from dataclasses import dataclass
-from typing import Optional
+from typing import Callable, Optional
 
 from runner.measurement import counters
 
-# Counters reach the registry from vLLM's output handler a moment after the last
-# token reaches the client; wait this long so a phase's counters do not bleed into the next.
+# Counters reach the registry from vLLM's output handler a moment after the last token reaches the client: a
+# window's edge waits until vLLM has counted every request the host saw finish, at most this long (without a
+# count, this long), so that a phase's counters do not bleed into the next.
 COUNTER_SETTLE_S = 0.25
+COUNTER_POLL_S = 0.005
 RESET_ATTEMPTS = 20
 RESET_RETRY_S = 0.1
 DRAIN_TIMEOUT_S = 10.0
@@ -65,16 +67,28 @@ class CounterWindow:
 
     A workload that never calls begin()/end() is measured whole (`open_whole` / `close_whole`)."""
 
+    # How many requests the engine host has seen finish (None: not counted, each edge waits COUNTER_SETTLE_S).
+    finished: Optional[Callable[[], int]] = None
     before: Optional[counters.CounterSnapshot] = None
     after: Optional[counters.CounterSnapshot] = None
 
     async def begin(self) -> None:
-        await asyncio.sleep(COUNTER_SETTLE_S)
-        self.before = counters.snapshot()
+        self.before = await self._settled()
 
     async def end(self) -> None:
-        await asyncio.sleep(COUNTER_SETTLE_S)
-        self.after = counters.snapshot()
+        self.after = await self._settled()
+
+    async def _settled(self) -> counters.CounterSnapshot:
+        if self.finished is None:
+            await asyncio.sleep(COUNTER_SETTLE_S)
+            return counters.snapshot()
+        deadline = time.monotonic() + COUNTER_SETTLE_S
+        while True:
+            snap = counters.snapshot()
+            counted = counters.finished_requests(snap)
+            if (counted is not None and counted >= self.finished()) or time.monotonic() >= deadline:
+                return snap
+            await asyncio.sleep(COUNTER_POLL_S)
 
     async def open_whole(self) -> None:
         self.before = counters.snapshot()

@@ -18,6 +18,8 @@ PREFIX_QUERIES = "vllm:prefix_cache_queries"
 PREFIX_HITS = "vllm:prefix_cache_hits"
 PREEMPTIONS = "vllm:num_preemptions"
 KV_USAGE = "vllm:kv_cache_usage_perc"
+# Requests vLLM's stat loggers have counted as finished (every finish reason; a client's abort is not counted).
+FINISHED = "vllm:request_success"
 
 
 @dataclass(kw_only=True)
@@ -43,6 +45,11 @@ def snapshot() -> CounterSnapshot:
         elif isinstance(metric, Gauge):
             snap.gauges[metric.name] = float(metric.value)
     return snap
+
+
+def finished_requests(snap: CounterSnapshot) -> Optional[float]:
+    """Requests vLLM has counted as finished (None: this engine keeps no such counter)."""
+    return snap.scalars.get(FINISHED)
 
 
 def gauge(name: str) -> Optional[float]:

@@ -127,3 +127,34 @@ def test_per_request_acceptance_uses_vllms_definitions():
     assert got["spec_mean_acceptance_length"] == pytest.approx(spec.to_dict()["mean_acceptance_length"])
     assert got["spec_accepted_per_position"] == [3, 2, 1]  # steps accepting ≥ 1, ≥ 2, ≥ 3 drafts
     assert request_spec_figures(None) == {}
+
+
+def test_a_window_edge_waits_until_vllm_has_counted_every_finished_request(monkeypatch):
+    """The counter snapshot at a window's edge is taken once vLLM's count of finished requests reaches the host's
+    own (it lands a moment after the last token); a count that never arrives costs at most COUNTER_SETTLE_S."""
+    from runner.execution import isolation
+    from runner.measurement import counters
+
+    counted = {"n": 0.0}
+    reads = []
+
+    def snapshot():
+        reads.append(counted["n"])
+        counted["n"] += 1  # vLLM's output handler counts one more request between two reads
+        return counters.CounterSnapshot(scalars={counters.FINISHED: reads[-1]})
+
+    monkeypatch.setattr(counters, "snapshot", snapshot)
+    window = isolation.CounterWindow(finished=lambda: 3)
+    asyncio.run(window.begin())
+    assert reads == [0, 1, 2, 3] and counters.finished_requests(window.before) == 3
+
+    reads.clear()
+    counted["n"] = 10.0  # already counted (the usual case): one read, no wait
+    asyncio.run(window.end())
+    assert reads == [10] and window.after.scalars[counters.FINISHED] == 10
+
+    monkeypatch.setattr(isolation, "COUNTER_SETTLE_S", 0.05)
+    monkeypatch.setattr(counters, "snapshot", lambda: counters.CounterSnapshot())  # no such counter
+    never = isolation.CounterWindow(finished=lambda: 1)
+    asyncio.run(never.begin())
+    assert never.before is not None and counters.finished_requests(never.before) is None
