@@ -199,7 +199,9 @@ class EngineActor(PoolMember):
         light: the workload point once at one session, then a short pass per new concurrency."""
         if self.warmup is Warmup.OFF:
             return None
-        shape = (trial.workload, trial.params_json, trial.concurrency, trial.api)
+        # Keyed by mode: a pooled engine warmed light by one command is warmed again for a later one asking full.
+        shape = (self.warmup, trial.workload, trial.params_json, trial.concurrency, trial.api)
+        point, batch = (trial.workload, trial.params_json, trial.api), (trial.workload, trial.api, trial.concurrency)
         if shape in self.warm_shapes:
             return 0.0
         if self.warmup_output_cap and getattr(params, "output_len", 0) > self.warmup_output_cap:
@@ -208,7 +210,6 @@ class EngineActor(PoolMember):
             params = dataclasses.replace(params, requests_per_session=1)
         started = time.perf_counter()
         if self.warmup is Warmup.LIGHT:
-            point, batch = (trial.workload, trial.params_json, trial.api), (trial.workload, trial.api, trial.concurrency)
             if point not in self.warm_points:
                 await self._unmeasured(trial, workload, params.warmup_variant(), concurrency=1)
                 self.warm_points.add(point)
@@ -218,6 +219,8 @@ class EngineActor(PoolMember):
                 self.warm_batches.add(batch)
         else:
             await self._unmeasured(trial, workload, params.warmup_variant(), concurrency=trial.concurrency)
+            self.warm_points.add(point)  # the full copy covers what light would run for this point and batch
+            self.warm_batches.add(batch)
         self.warm_shapes.add(shape)
         return time.perf_counter() - started
 
