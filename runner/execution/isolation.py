@@ -10,8 +10,8 @@ from typing import Callable, Optional
 
 from runner.measurement import counters
 
-# Counters reach the registry from vLLM's output handler a moment after the last token reaches the client, so
-# that a phase's counters do not bleed into the next a window's edge waits until vLLM has counted every request
+# Counters reach the registry from vLLM's output handler a moment after the last token reaches the client; so
+# that a phase's counters do not bleed into the next, a window's edge waits until vLLM has counted every request
 # the host saw finish: at most this long, and this long where the host counts none.
 COUNTER_SETTLE_S = 0.25
 COUNTER_POLL_S = 0.005
