@@ -224,6 +224,14 @@ def agreement_section(a) -> str:
                    *tables)
 
 
+def _warmup_modes(trials) -> str:
+    """' (light)' from the trials' `warmup` column; nothing for folders written before it."""
+    if "warmup" not in getattr(trials, "columns", ()):
+        return ""
+    modes = sorted(str(m) for m in trials.warmup.dropna().unique())
+    return f" ({', '.join(modes)})" if modes else ""
+
+
 def first_trial_section(a) -> str:
     """Each load's first trial: its two runs side by side, and each load's and wake's first trial against the same
     point in later rounds (runner.report.first_trials)."""
@@ -249,8 +257,8 @@ def first_trial_section(a) -> str:
             {"first": 4, "later_median": 4, "ratio": 3}))]
     twice_text = (f"Each engine's first trial after a load or a pool wake ran twice with the same prompts and keeps "
                   f"the second: {first_run_line(twice)}. ") if len(twice) else ""
-    return section("First trials", "Warm-up keeps first-use costs out of the figures; this checks it on the deciding "
-                   f"figure (ratio > 1: the first run was better). {twice_text}Against the median of the same point "
+    return section("First trials", f"Warm-up{_warmup_modes(r.trials)} keeps first-use costs out of the figures; this "
+                   f"checks it on the deciding figure (ratio > 1: the first run was better). {twice_text}Against the median of the same point "
                    "(engine, workload, params, concurrency) in other rounds, which send other prompts and so carry "
                    f"their own spread too: {summary_line(checks) or 'no load or wake is followed by a repeated point'}. "
                    f"{points + '.' if points else ''}", *parts)

@@ -149,3 +149,11 @@ def test_two_folders_are_compared_with_the_folder_in_the_arm(tmp_path):
     assert set(a.points.arm) == {"off @run_a", "off @run_b"}
     assert a.verdict.iloc[0].outcome == TOO_FEW_OUTCOME  # one repeat each: the ratio is shown, no winner
     assert a.verdict.iloc[0]["by how much"] == "ahead on the numbers: off @run_b / off @run_a 1.30×"
+
+
+def test_first_trials_name_the_warm_up_mode_the_rows_record():
+    from runner.report.sections import _warmup_modes
+
+    assert _warmup_modes(pd.DataFrame({"warmup": ["light", "light", None]})) == " (light)"
+    assert _warmup_modes(pd.DataFrame({"warmup": ["full", "light"]})) == " (full, light)"
+    assert _warmup_modes(pd.DataFrame({"trial_id": ["t"]})) == ""  # a folder written before the column
