@@ -21,7 +21,8 @@ from runner.plan.engine_args import begin_spec, spec_uncached
 from runner.plan.grid import Plan, PlanError, build_plan
 from runner.plan.question import question_problems
 from runner.plan.stages import Stage, adaptive_study, run_stages
-from runner.plan.validate import capacity_warnings, engine_arg_spec, validate
+from runner.plan.capacity import capacity_warnings
+from runner.plan.validate import engine_arg_spec, validate
 from runner.schema import TrialStatus
 from runner.scheduling.settings import ExecutionSettings
 from runner.scheduling.startup_steps import StartupSteps

@@ -1,14 +1,16 @@
 """Check the typed config against its environment before any engine starts: the model's files, the workloads'
-parameters, vLLM's engine-argument rules, capacity. (Each section's own values are checked as it is built, in
-runner.config.sections.) Each message names the override that fixes it."""
+parameters, vLLM's engine-argument rules (capacity is warned by runner.plan.capacity; each section's own values
+are checked as it is built, in runner.config.sections). Each message names the override that fixes it."""
 from __future__ import annotations
 
 import os
 from typing import Iterable, Optional
 
-from runner.config.sections import ENGINE_AXES, TRIAL_AXES, EngineSection, ModelSection, RunConfig, SweepSection
+from runner.config.checks import _is_int
+from runner.config.sections import ENGINE_AXES, TRIAL_AXES, ModelSection, RunConfig, SweepSection
 from runner.plan import load_checks
 from runner.plan.grid import PlanError
+from runner.plan.model_checks import check_model
 from runner.spec_arm import SPEC_METHODS, SpecArm
 from runner.plan.spec_variants import check_spec_variants
 
@@ -24,99 +26,6 @@ def grid_values(sweep: SweepSection) -> dict[str, list]:
 def _values(grid: dict, axis: str) -> list:
     v = grid.get(axis)
     return list(v) if isinstance(v, (list, tuple)) else ([] if v is None else [v])
-
-
-def _looks_like_hub_id(path: str) -> bool:
-    return path.count("/") == 1 and not path.startswith((".", "/", "~"))
-
-
-def check_model(model: ModelSection, *, spec=None, engine_args: Optional[dict] = None) -> list[str]:
-    """The model as vLLM will read it: a folder here (or a hub id, read where the engine runs); `spec`: vLLM's
-    rules (EngineArgSpec) for the architecture check."""
-    if model.builtin:
-        return []
-    path = model.path
-    if not path:
-        return ["no model given (fix: model=tiny_mtp, or model.path=/path/to/model)"]
-    errors = []
-    if not os.path.exists(os.path.expanduser(path)):
-        if not _looks_like_hub_id(path):
-            errors.append(f"model path {path!r} does not exist (fix: model.path=<an existing folder>)")
-    else:
-        errors += check_model_folder(path, spec=spec, engine_args=engine_args or {})
-    return errors + check_tokenizer(model, engine_args=engine_args or {})
-
-
-# Files any of vLLM's tokenizer modes reads (Hugging Face fast or slow, SentencePiece, Mistral's tekken).
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json", "vocab.txt",
-                   "spiece.model", "tekken.json")
-
-
-def _has_tokenizer(folder: str) -> bool:
-    return any(os.path.isfile(os.path.join(folder, name)) for name in TOKENIZER_FILES) or any(
-        name.endswith(".tiktoken") for name in os.listdir(folder))
-
-
-def check_tokenizer(model: ModelSection, *, engine_args: dict) -> list[str]:
-    """A tokenizer where vLLM will look: model.tokenizer, else the model's folder."""
-    if engine_args.get("skip_tokenizer_init") is True:
-        return []
-    if model.tokenizer:
-        folder = os.path.expanduser(model.tokenizer)
-        if not os.path.exists(folder):
-            return [] if _looks_like_hub_id(model.tokenizer) else [
-                f"model.tokenizer={model.tokenizer!r} does not exist (fix: model.tokenizer=<a tokenizer folder or "
-                f"hub id>, or model.tokenizer=null for the model's own)"]
-        if os.path.isdir(folder) and not _has_tokenizer(folder):
-            return [f"model.tokenizer={model.tokenizer!r} holds no tokenizer ({', '.join(TOKENIZER_FILES[:3])}, …) "
-                    f"(fix: model.tokenizer=<a tokenizer folder or hub id>)"]
-        return []
-    folder = os.path.expanduser(model.path or "")
-    if os.path.isdir(folder) and not _has_tokenizer(folder):
-        return [f"model folder {model.path!r} holds no tokenizer ({', '.join(TOKENIZER_FILES[:3])}, …) "
-                f"(fix: model.tokenizer=<a tokenizer folder or hub id>)"]
-    return []
-
-
-def check_model_folder(path: str, *, spec=None, engine_args: dict) -> list[str]:
-    """What vLLM reads first from a local model: config.json, parseable, naming architectures it can load."""
-    import json
-
-    folder = os.path.expanduser(path)
-    if os.path.isfile(folder):
-        return [] if folder.endswith(".gguf") else [
-            f"model.path={path!r} is a file; vLLM loads a model folder (config.json, weights, tokenizer) "
-            f"(fix: model.path=<the model's folder>)"]
-    config = os.path.join(folder, "config.json")
-    if not os.path.isfile(config):
-        if os.path.isfile(os.path.join(folder, "params.json")) or engine_args.get("config_format") == "mistral":
-            return []  # Mistral's own format: vLLM reads params.json
-        return [f"model folder {path!r} has no config.json (vLLM reads the model's architecture and sizes from it) "
-                f"(fix: model.path=<a folder with config.json>)"]
-    try:
-        with open(config, encoding="utf-8") as f:
-            data = json.load(f)
-    except ValueError as exc:
-        return [f"{config} does not parse as JSON: {exc} (fix: repair that file, or model.path=<another folder>)"]
-    except OSError as exc:
-        return [f"{config} cannot be read: {exc.strerror} (fix: model.path=<a folder you can read>)"]
-    if not isinstance(data, dict):
-        return [f"{config} is not a JSON object (fix: repair that file, or model.path=<another folder>)"]
-    architectures = data.get("architectures")
-    if not (isinstance(architectures, list) and architectures and all(isinstance(a, str) for a in architectures)):
-        return [f"{config} names no architectures (a list such as [\"Qwen2ForCausalLM\"]; vLLM picks the model "
-                f"class by it) (fix: add \"architectures\" to that file, or model.path=<another folder>)"]
-    if data.get("auto_map") or spec is None or not hasattr(spec, "knows_architecture"):
-        return []  # custom code (trust_remote_code) resolves its own class
-    if any(spec.knows_architecture(a) is not False for a in architectures):
-        return []
-    import difflib
-
-    close = difflib.get_close_matches(architectures[0], sorted(spec.architectures), n=3, cutoff=0.7)
-    hint = f"; closest: {', '.join(close)}" if close else ""
-    return [f"{config} names architectures {architectures}, which vLLM {spec.vllm_version} cannot load (not in its "
-            f"model registry nor in Transformers){hint} (fix: model.path=<a model vLLM supports>, or a vLLM that "
-            f"supports it)"]
 
 
 def check_max_len(*, grid: dict, model: ModelSection) -> list[str]:
@@ -390,14 +299,6 @@ def validate(config: RunConfig, *, known_engine_args=None) -> None:
 
 
 # ---- the rest of the config: engine, cluster, execution -----------------------------------------
-def _is_int(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
 def model_max_len_limit(model: ModelSection) -> Optional[int]:
     """The model's longest sequence: model.max_model_len_limit, or its config.json where the folder is here."""
     import json
@@ -445,103 +346,3 @@ def check_workload_levels(*, workloads: dict) -> list[str]:
             errors.append(f"workload {name!r}: repeats={raw['repeats']!r} must be an integer ≥ 1 "
                           f"(fix: workload.{name}.repeats=1)")
     return errors
-
-
-# ---- capacity: trials the engine cannot hold at once (warned, still run: a wall to measure) -------------------
-_DTYPE_BYTES = {"float32": 4, "float": 4, "float16": 2, "half": 2, "bfloat16": 2}
-
-
-def model_shape(model: ModelSection) -> Optional[dict]:
-    """The model's config.json as a dict (builtin models from their spec), None where it cannot be read here."""
-    import json
-
-    builtin = model.builtin
-    if builtin in ("tiny_mtp", "mimo_7b"):
-        from runner.models.tiny import TinyModelSpec, model_config
-
-        spec = TinyModelSpec()
-        if builtin == "mimo_7b":
-            from runner.models.mimo7b import MIMO_7B as spec
-        return model_config(spec=spec, eos_token_id=0)
-    path = model.path
-    config = os.path.join(os.path.expanduser(path), "config.json") if path else None
-    if config and os.path.exists(config):
-        try:
-            with open(config) as f:
-                return json.load(f)
-        except (OSError, ValueError):
-            return None
-    return None
-
-
-def kv_bytes_per_token(*, shape: dict, engine_args: dict, spec_method: str) -> Optional[int]:
-    """2 (K and V) × layers × KV heads × head dim × element bytes; MTP layers count when MTP runs."""
-    layers = shape.get("num_hidden_layers")
-    heads = shape.get("num_key_value_heads") or shape.get("num_attention_heads")
-    head_dim = shape.get("head_dim") or (shape["hidden_size"] // shape["num_attention_heads"]
-                                         if shape.get("hidden_size") and shape.get("num_attention_heads") else None)
-    if not (_is_int(layers) and _is_int(heads) and _is_int(head_dim)):
-        return None
-    if spec_method == "mtp":
-        layers += int(shape.get("num_nextn_predict_layers") or 0)
-    kv_dtype = str(engine_args.get("kv_cache_dtype") or "auto")
-    if kv_dtype.startswith("fp8") or kv_dtype.startswith("int8"):
-        size = 1
-    else:
-        dtype = str(engine_args.get("dtype") or "auto")
-        size = _DTYPE_BYTES.get(dtype if dtype != "auto" else str(shape.get("torch_dtype") or "bfloat16"), 2)
-    return 2 * layers * heads * head_dim * size
-
-
-def kv_pool_bytes(*, engine: EngineSection, engine_args: dict) -> Optional[int]:
-    if _is_int(engine_args.get("kv_cache_memory_bytes")):
-        return engine_args["kv_cache_memory_bytes"]
-    if engine.device == "cpu" and _is_int(engine.cpu_kvcache_space_gib):
-        return engine.cpu_kvcache_space_gib * 2**30
-    return None
-
-
-def capacity_warnings(plan, *, model: ModelSection, engine: EngineSection) -> list[str]:
-    """Trials whose concurrency × sequence length the engine's KV pool cannot hold, or whose concurrency is
-    above max_num_seqs. Estimates from config.json; prefix sharing is not counted (an upper bound)."""
-    import json
-
-    from runner.plan.labels import plan_labels
-
-    shape = model_shape(model)
-    labels = plan_labels(plan.engines)
-    warnings, seen, unknown = [], set(), []
-    for e in plan.engines:
-        args = json.loads(e.settings.engine_args_json or "{}")
-        per_token = kv_bytes_per_token(shape=shape, engine_args=args, spec_method=e.settings.spec_method) \
-            if shape else None
-        pool = kv_pool_bytes(engine=engine, engine_args=args)
-        max_seqs = args.get("max_num_seqs")
-        for t in plan.trials_of(e.engine_id):
-            key = (e.engine_id, t.workload, t.params_json, t.concurrency)
-            if key in seen:
-                continue
-            seen.add(key)
-            try:
-                seq = min(t.params.max_sequence_tokens(), e.settings.max_model_len)
-            except Exception:
-                continue
-            where = f"engine {e.engine_id} ({labels[e.engine_id]}), {t.workload} c={t.concurrency}"
-            if _is_int(max_seqs) and t.concurrency > max_seqs:
-                warnings.append(f"warning: {where}: concurrency {t.concurrency} > max_num_seqs={max_seqs}; at most "
-                                f"{max_seqs} run at once, the rest queue (fix, if not meant: "
-                                f"engine.args.max_num_seqs={t.concurrency} or a lower sweep.grid.concurrency)")
-            need = t.concurrency * seq
-            if pool is None or per_token is None:
-                unknown.append(need)
-                continue
-            tokens = pool // per_token
-            if need > tokens:
-                warnings.append(f"warning: {where}: {t.concurrency} × {seq} tokens = {need} tokens, above the KV "
-                                f"pool's ~{tokens} tokens ({pool / 2**30:.3g} GiB / {per_token} B per token); "
-                                f"the trial runs as a capacity wall (preemption or queueing expected)")
-    if unknown:
-        warnings.append(f"note: KV pool unknown before start for {len(unknown)} trial shape(s) (largest needs "
-                        f"{max(unknown)} tokens); set sweep.engine_axes={{kv_cache_memory_bytes:[<bytes>]}} "
-                        f"to check it before start")
-    return warnings

@@ -67,7 +67,7 @@ def test_capacity_wall_is_warned_and_still_planned():
 
 
 def test_mtp_layers_count_in_the_kv_estimate():
-    from runner.plan.validate import kv_bytes_per_token, model_shape
+    from runner.plan.capacity import kv_bytes_per_token, model_shape
 
     from runner.config.sections import ModelSection
 
