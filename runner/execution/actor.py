@@ -53,7 +53,7 @@ class EngineActor(PoolMember):
         self.engine: Optional[EngineConfig] = None
         self.warmup = Warmup.on_engine(warmup)
         self.warmup_output_cap = warmup_output_cap
-        # (workload, params, concurrency, api) already run on this engine: their first-use costs are paid.
+        # (warm-up mode, workload, params, concurrency, api) already warmed on this engine: first-use costs paid.
         self.warm_shapes: set[tuple] = set()
         self.warm_points: set[tuple] = set()  # light warm-up: workload points run once at one session
         self.warm_batches: set[tuple] = set()  # light warm-up: (workload, api, concurrency) given a short pass
@@ -199,7 +199,7 @@ class EngineActor(PoolMember):
         light: the workload point once at one session, then a short pass per new concurrency."""
         if self.warmup is Warmup.OFF:
             return None
-        # Keyed by mode: a pooled engine warmed light by one command is warmed again for a later one asking full.
+        # Keyed by mode too: a pooled engine warmed light by one command is warmed again for one asking full.
         shape = (self.warmup, trial.workload, trial.params_json, trial.concurrency, trial.api)
         point, batch = (trial.workload, trial.params_json, trial.api), (trial.workload, trial.api, trial.concurrency)
         if shape in self.warm_shapes:

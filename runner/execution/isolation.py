@@ -12,7 +12,7 @@ from runner.measurement import counters
 
 # Counters reach the registry from vLLM's output handler a moment after the last token reaches the client; so
 # that a phase's counters do not bleed into the next, a window's edge waits until vLLM has counted every request
-# the host saw finish: at most this long, and this long where the host counts none.
+# the host saw finish, at most this long (an engine that keeps no such counter waits all of it).
 COUNTER_SETTLE_S = 0.25
 COUNTER_POLL_S = 0.005
 RESET_ATTEMPTS = 20
@@ -67,8 +67,8 @@ class CounterWindow:
 
     A workload that never calls begin()/end() is measured whole (`open_whole` / `close_whole`)."""
 
-    # How many requests the engine host has seen finish (None: not counted, each edge waits COUNTER_SETTLE_S).
-    finished: Optional[Callable[[], int]] = None
+    # How many requests the engine host has seen finish (EngineHost.finished_requests).
+    finished: Callable[[], int]
     before: Optional[counters.CounterSnapshot] = None
     after: Optional[counters.CounterSnapshot] = None
 
@@ -79,9 +79,6 @@ class CounterWindow:
         self.after = await self._settled()
 
     async def _settled(self) -> counters.CounterSnapshot:
-        if self.finished is None:
-            await asyncio.sleep(COUNTER_SETTLE_S)
-            return counters.snapshot()
         deadline = time.monotonic() + COUNTER_SETTLE_S
         while True:
             snap = counters.snapshot()

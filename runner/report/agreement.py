@@ -12,8 +12,7 @@ import math
 
 import pandas as pd
 
-from runner.report.first_trials import POINT
-from runner.report.samples import better_ratio, ok_trial_values
+from runner.report.samples import POINT, better_ratio, ok_trial_values
 
 BAND = 0.10  # "within 10 %" of the first run's median
 

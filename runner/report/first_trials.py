@@ -12,10 +12,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from runner.report.samples import better_ratio, ok_trial_values
+from runner.report.samples import POINT, better_ratio, ok_trial_values
 
 BAND = 0.10  # a first trial within 10 % of the later rounds' median passes
-POINT = ["engine_id", "workload", "workload_params_json", "concurrency"]
 
 
 def first_trial_checks(trials: pd.DataFrame, samples: pd.DataFrame, phases: pd.DataFrame) -> pd.DataFrame:

@@ -31,6 +31,10 @@ def deciding_metric(workload: str) -> DecidingMetric:
                               f"Workload class in runner/measurement/workloads/)") from None
 
 
+# A trial point: the same engine, workload, params and concurrency (its repeats differ in round and prompts).
+POINT = ["engine_id", "workload", "workload_params_json", "concurrency"]
+
+
 def ok_trial_values(trials: pd.DataFrame, samples: pd.DataFrame) -> pd.DataFrame:
     """The ok trials with their deciding figure (`value`: the median of their samples); trials without one dropped."""
     value = samples.groupby(["source", "trial_id"]).value.median()
