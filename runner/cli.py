@@ -60,9 +60,10 @@ def run_sweep(cfg: DictConfig, *, run_dir: Path, config: Optional[RunConfig] = N
     try:
         config = config or typed(cfg)  # the one conversion: everything below takes typed objects
         if not config.dry_run:
-            from runner.scheduling.startup import begin_compile
+            from runner.scheduling.startup import begin_compile, begin_read_ahead
 
             begin_compile()  # beside validation, Ray's start and the first actor's imports
+            begin_read_ahead()
         study = adaptive_study(config.sweep.adaptive)
         later = not config.dry_run and spec_uncached()  # vLLM's rules need its import: read beside Ray's start
         plannable = study.plannable(config) if study else config

@@ -196,7 +196,7 @@ class EngineActor(PoolMember):
     async def _warm_up(self, *, trial: Trial, workload, params) -> Optional[float]:
         """Unmeasured runs the first time this engine sees a trial shape (compiles, kernel JITs, the n-gram
         proposer's first real request); their prompts differ from every measured repeat's. full: the shape once;
-        light: the workload point once at one session, then a short pass per new concurrency."""
+        light: the workload point once at one session (few tokens out), then a short pass per new concurrency."""
         if self.warmup is Warmup.OFF:
             return None
         # Keyed by mode too: a pooled engine warmed light by one command is warmed again for one asking full.
@@ -211,7 +211,7 @@ class EngineActor(PoolMember):
         started = time.perf_counter()
         if self.warmup is Warmup.LIGHT:
             if point not in self.warm_points:
-                await self._unmeasured(trial, workload, params.warmup_variant(), concurrency=1)
+                await self._unmeasured(trial, workload, params.point_variant(), concurrency=1)
                 self.warm_points.add(point)
                 self.warm_batches.add((trial.workload, trial.api, 1))
             if batch not in self.warm_batches:

@@ -145,9 +145,8 @@ def _wait_ready(record: HeadRecord, head: subprocess.Popen) -> None:
         if head.poll() is not None:
             raise RuntimeError(f"`ray start --head` exited {head.returncode}: see {record.log}")
         if raylet.exists() and head_alive(record):
-            time.sleep(1.0)  # the node registers with the GCS a moment after its socket appears
-            return
-        time.sleep(0.5)
+            return  # the node registers with the GCS a moment later: ray.init waits for that itself
+        time.sleep(0.1)
     raise TimeoutError(f"no Ray head within {HEAD_START_TIMEOUT_S:.0f} s: see {record.log}")
 
 

@@ -1,6 +1,7 @@
 """What stands between a command and its first engine, on the driver: the embedded model's folder, Ray (or the
 engine pool's head), and first-use costs that land on disk, started beside the command's own start-up instead of
-inside the first engine's load: Python's byte-compilation of the engine stack, and vLLM's model-info cache.
+inside the first engine's load: Python's byte-compilation of the engine stack, reading its files from disk, and
+vLLM's model-info cache.
 
 An install without `.pyc` files (pip's `--no-compile`, an unpacked site folder, a machine that sets
 PYTHONDONTWRITEBYTECODE) makes every process that imports vLLM compile every module it touches; compiling the
@@ -47,6 +48,22 @@ def begin_compile(names=ENGINE_PACKAGES) -> Optional[subprocess.Popen]:
     try:
         return subprocess.Popen(compile_command(folders), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                 stdin=subprocess.DEVNULL, preexec_fn=lambda: os.nice(10))
+    except OSError:
+        return None
+
+
+def begin_read_ahead() -> Optional[subprocess.Popen]:
+    """The engine stack's libraries and bytecode paged in beside validation and Ray's start
+    (runner.scheduling.read_ahead; niced, and a failure only leaves the reads in the first actor's import)."""
+    from runner.scheduling.read_ahead import STACK_PACKAGES
+
+    folders = package_dirs(STACK_PACKAGES)
+    if not folders:
+        return None
+    try:
+        return subprocess.Popen([sys.executable, "-m", "runner.scheduling.read_ahead", "willneed", *map(str, folders)],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
+                                preexec_fn=lambda: os.nice(10))
     except OSError:
         return None
 

@@ -1,4 +1,5 @@
-"""A light warm-up's short pass: every workload's prompts capped, few tokens out, the rest of its shape kept."""
+"""A light warm-up's passes: a point's own prompts with few tokens out; a short pass with every workload's prompts
+capped, few tokens out, the rest of its shape kept."""
 from __future__ import annotations
 
 import pytest
@@ -23,3 +24,14 @@ def test_long_prompts_are_what_the_short_pass_leaves_out():
     short = params.short_variant()
     assert (short.prefix_len, short.suffix_len) == (SHORT_PROMPT_TOKENS, SHORT_PROMPT_TOKENS)
     assert WORKLOADS["long_context"]().parse_params({}).short_variant().context_len == SHORT_PROMPT_TOKENS
+
+
+@pytest.mark.parametrize("name", sorted(n for n in WORKLOADS if n != "trace"))
+def test_point_variant_keeps_prompts_and_caps_output(name):
+    params = WORKLOADS[name]().parse_params({})
+    point, warm = params.point_variant(), params.warmup_variant()
+    for field in type(params).length_fields:
+        assert getattr(point, field) == getattr(warm, field)
+    if isinstance(getattr(params, "output_len", None), int):
+        assert point.output_len == min(warm.output_len, SHORT_OUTPUT_TOKENS)
+    assert type(point) is type(params)

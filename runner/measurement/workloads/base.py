@@ -129,15 +129,22 @@ class WorkloadParams:
     # Prompt-length fields a short warm-up pass caps (execution.warmup=light).
     length_fields: ClassVar[tuple[str, ...]] = ()
 
-    def short_variant(self) -> "WorkloadParams":
-        """A short pass at a new batch size: the warm-up variant with prompts capped at SHORT_PROMPT_TOKENS and
-        SHORT_OUTPUT_TOKENS out (the batch's decode and scheduling paths, not a second full prefill)."""
+    def point_variant(self) -> "WorkloadParams":
+        """A light warm-up's pass at a new workload point: the warm-up variant's prompts at full length with
+        SHORT_OUTPUT_TOKENS out (the point's prefill, chunking and cache paths; the decode steps are the same
+        at any output length)."""
         warm = self.warmup_variant()
-        changes = {name: min(getattr(warm, name) or SHORT_PROMPT_TOKENS, SHORT_PROMPT_TOKENS)
-                   for name in self.length_fields}
         if isinstance(getattr(warm, "output_len", None), int):
-            changes["output_len"] = min(warm.output_len, SHORT_OUTPUT_TOKENS)
-        return dataclasses.replace(warm, **changes)
+            return dataclasses.replace(warm, output_len=min(warm.output_len, SHORT_OUTPUT_TOKENS))
+        return warm
+
+    def short_variant(self) -> "WorkloadParams":
+        """A short pass at a new batch size: the point variant with prompts capped at SHORT_PROMPT_TOKENS (the
+        batch's decode and scheduling paths, not a second full prefill)."""
+        warm = self.point_variant()
+        capped = {name: min(getattr(warm, name) or SHORT_PROMPT_TOKENS, SHORT_PROMPT_TOKENS)
+                  for name in self.length_fields}
+        return dataclasses.replace(warm, **capped)
 
     def arrival_columns(self) -> dict:
         """The trial's arrival columns (runner.schema.TrialRecord): how its requests arrived."""

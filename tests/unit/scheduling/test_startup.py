@@ -1,4 +1,5 @@
-"""The disk caches begun at the command's start (runner.scheduling.startup): what it compiles and inspects."""
+"""The disk caches begun at the command's start (runner.scheduling.startup): what it compiles, reads ahead and
+inspects."""
 from runner.scheduling.startup import compile_command, package_dirs
 
 
@@ -33,3 +34,26 @@ def test_startup_steps_say_where_the_seconds_went():
     assert steps.durations() == [("imports", 1.5), ("validation", 7.5), ("Ray", 4.0)]
     assert steps.line() == "start-up: imports 1.5 s · validation 7.5 s · Ray 4.0 s (total 13.0 s before the " \
                            "first engine's actor)"
+
+
+def test_reads_ahead_what_an_import_reads(tmp_path):
+    from runner.scheduling.read_ahead import advise, imported_files
+
+    pkg = tmp_path / "pkg"
+    (pkg / "__pycache__").mkdir(parents=True)
+    for name in ("__init__.py", "notes.txt", "_C.abi3.so", "libcublas.so.12", "x.cpython-312-x86_64-linux-gnu.so",
+                 "__pycache__/mod.cpython-312.pyc"):
+        (pkg / name).write_bytes(b"x" * 10)
+    found = {p.relative_to(pkg).as_posix() for p in imported_files([pkg])}
+    assert found == {"__pycache__/mod.cpython-312.pyc", "_C.abi3.so", "libcublas.so.12",
+                     "x.cpython-312-x86_64-linux-gnu.so"}
+    assert advise(imported_files([pkg]), "willneed") == (4, 40)
+    assert advise([tmp_path / "missing.so"], "dontneed") == (0, 0)
+
+
+def test_read_ahead_command(tmp_path, capsys):
+    from runner.scheduling.read_ahead import main
+
+    (tmp_path / "a.so").write_bytes(b"x")
+    assert main(["willneed", str(tmp_path)]) == 0 and capsys.readouterr().out.startswith("willneed: 1 files")
+    assert main(["sideways"]) == 2 and "willneed|dontneed" in capsys.readouterr().err
