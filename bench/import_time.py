@@ -1,21 +1,21 @@
 """Where the engine stack's import goes: what an engine actor imports before its load, module by module.
 
     python bench/import_time.py [--top 25] [--module vllm.v1.engine.async_llm]
-    python bench/import_time.py --cold 2 [--overlap 9]
+    python bench/import_time.py --cold 2
 
 Runs `python -X importtime -c "import MODULE"` in a fresh process (twice: the first fills the page cache and, where
 the folders are writable, the bytecode) and prints the wall of each, then the top-level packages and the single
 modules that took longest in the second (self time, and cumulative time for packages).
 
---cold N: the import from disk, as a fresh machine's first actor meets it. Each of N rounds drops the engine
-stack's files from the page cache (posix_fadvise DONTNEED: what no process has mapped) and imports; then drops
-them again, starts the runner's read-ahead (runner.scheduling.read_ahead, as a command starts it), waits
---overlap seconds (the launch it overlaps: config, validation, Ray) and imports. Prints each wall and the medians.
+--cold N: is the import waiting on the disk? Each of N rounds drops the engine stack's files from the page cache
+(posix_fadvise DONTNEED: what no process has mapped), imports (from disk, as a fresh machine's first actor does),
+then imports again (from the page cache). Prints each wall and the medians.
 """
 from __future__ import annotations
 
 import argparse
 import collections
+import os
 import re
 import statistics
 import subprocess
@@ -45,40 +45,55 @@ def parse(stderr: str) -> list[tuple[int, int, int, str]]:
     return rows
 
 
-def cold_rounds(module: str, *, rounds: int, overlap_s: float) -> None:
-    from runner.scheduling.read_ahead import STACK_PACKAGES, advise, imported_files
-    from runner.scheduling.startup import begin_read_ahead, package_dirs
+# What an engine actor imports: torch's libraries and the CUDA wheels', vLLM's, the largest of what they import.
+STACK_PACKAGES = ("torch", "nvidia", "triton", "vllm", "transformers", "cv2", "numpy", "ray", "sympy", "tokenizers")
+IMPORTED = re.compile(r"(\.pyc|\.so(\.\d+)*)$")  # extension modules, shared libraries (libcublas.so.12), bytecode
+
+
+def drop_from_page_cache(folders) -> tuple[int, int]:
+    """posix_fadvise(DONTNEED) over every file an import reads (what no process has mapped leaves the page
+    cache); returns (files, bytes)."""
+    files = size = 0
+    for folder in folders:
+        for root, _, names in os.walk(folder):
+            for name in filter(IMPORTED.search, names):
+                try:
+                    fd = os.open(os.path.join(root, name), os.O_RDONLY)
+                except OSError:
+                    continue
+                try:
+                    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+                    files, size = files + 1, size + os.fstat(fd).st_size
+                finally:
+                    os.close(fd)
+    return files, size
+
+
+def cold_rounds(module: str, *, rounds: int) -> None:
+    from runner.scheduling.startup import package_dirs
 
     folders = package_dirs(STACK_PACKAGES)
-    walls: dict[str, list[float]] = {"from disk": [], "after the read-ahead": []}
+    walls: dict[str, list[float]] = {"from disk": [], "from the page cache": []}
     for r in range(rounds):
-        files, size = advise(imported_files(folders), "dontneed")
+        files, size = drop_from_page_cache(folders)
         walls["from disk"].append(timed_import(module)[0])
-        advise(imported_files(folders), "dontneed")
-        started = time.perf_counter()
-        reader = begin_read_ahead()
-        if reader is not None:
-            reader.wait()
-        advised_s = time.perf_counter() - started
-        time.sleep(max(0.0, overlap_s - advised_s))
-        walls["after the read-ahead"].append(timed_import(module)[0])
+        walls["from the page cache"].append(timed_import(module)[0])
         print(f"round {r}: {files} files, {size / 2**30:.2f} GiB dropped; import from disk "
-              f"{walls['from disk'][-1]:.2f} s, after the read-ahead {walls['after the read-ahead'][-1]:.2f} s "
-              f"(advice took {advised_s:.2f} s, then {max(0.0, overlap_s - advised_s):.1f} s of waiting)", flush=True)
-    first, second = (statistics.median(w) for w in walls.values())
-    print(f"import {module}, median of {rounds}: from disk {first:.2f} s, after the read-ahead {second:.2f} s "
-          f"(ratio {second / first:.2f})")
+              f"{walls['from disk'][-1]:.2f} s, then from the page cache {walls['from the page cache'][-1]:.2f} s",
+              flush=True)
+    cold, warm = (statistics.median(w) for w in walls.values())
+    print(f"import {module}, median of {rounds}: from disk {cold:.2f} s, from the page cache {warm:.2f} s "
+          f"(reading the files: {cold - warm:.2f} s)")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--module", default="vllm.v1.engine.async_llm")
     ap.add_argument("--top", type=int, default=25)
-    ap.add_argument("--cold", type=int, default=0, help="rounds of the import from disk against after the read-ahead")
-    ap.add_argument("--overlap", type=float, default=9.0, help="seconds the read-ahead runs before the import")
+    ap.add_argument("--cold", type=int, default=0, help="rounds of the import from disk against the page cache")
     args = ap.parse_args()
     if args.cold:
-        cold_rounds(args.module, rounds=args.cold, overlap_s=args.overlap)
+        cold_rounds(args.module, rounds=args.cold)
         return
 
     walls = []

@@ -106,10 +106,11 @@ def point_line(checks: pd.DataFrame, *, band: float = BAND) -> str:
     if not len(checks):
         return ""
     inside = int(((checks.ratio - 1).abs() <= band).sum())
-    worst = checks.iloc[(checks.ratio - 1).abs().argmax()]
-    return (f"{inside} of {len(checks)} points' first measurements within {band:.0%} of their later repeats "
-            f"(median ratio {checks.ratio.median():.3f}: below 1, first measurements run worse; worst: "
-            f"{worst.ratio:.2f}×, {worst.workload} c={worst.concurrency})")
+    worse, better = int((checks.ratio < 1 - band).sum()), int((checks.ratio > 1 + band).sum())
+    farthest = checks.iloc[(checks.ratio - 1).abs().argmax()]
+    return (f"{inside} of {len(checks)} points' first measurements within {band:.0%} of their later repeats, "
+            f"{worse} worse by more and {better} better (median ratio {checks.ratio.median():.3f}: below 1, first "
+            f"measurements run worse; farthest: {farthest.ratio:.2f}×, {farthest.workload} c={farthest.concurrency})")
 
 
 def summary_line(checks: pd.DataFrame, *, band: float = BAND) -> str:

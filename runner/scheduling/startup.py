@@ -1,7 +1,6 @@
 """What stands between a command and its first engine, on the driver: the embedded model's folder, Ray (or the
 engine pool's head), and first-use costs that land on disk, started beside the command's own start-up instead of
-inside the first engine's load: Python's byte-compilation of the engine stack, reading its files from disk, and
-vLLM's model-info cache.
+inside the first engine's load: Python's byte-compilation of the engine stack, and vLLM's model-info cache.
 
 An install without `.pyc` files (pip's `--no-compile`, an unpacked site folder, a machine that sets
 PYTHONDONTWRITEBYTECODE) makes every process that imports vLLM compile every module it touches; compiling the
@@ -15,9 +14,10 @@ import importlib.util
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 from runner.config.sections import ClusterSection, ModelSection
 
@@ -52,22 +52,6 @@ def begin_compile(names=ENGINE_PACKAGES) -> Optional[subprocess.Popen]:
         return None
 
 
-def begin_read_ahead() -> Optional[subprocess.Popen]:
-    """The engine stack's libraries and bytecode paged in beside validation and Ray's start
-    (runner.scheduling.read_ahead; niced, and a failure only leaves the reads in the first actor's import)."""
-    from runner.scheduling.read_ahead import STACK_PACKAGES
-
-    folders = package_dirs(STACK_PACKAGES)
-    if not folders:
-        return None
-    try:
-        return subprocess.Popen([sys.executable, "-m", "runner.scheduling.read_ahead", "willneed", *map(str, folders)],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
-                                preexec_fn=lambda: os.nice(10))
-    except OSError:
-        return None
-
-
 def model_info_command(config_json: Path, *, mtp: bool) -> Optional[list[str]]:
     """vLLM's model-info cache for the model's architectures (and their MTP drafters), as a command; None where
     the model folder names none."""
@@ -82,23 +66,32 @@ def model_info_command(config_json: Path, *, mtp: bool) -> Optional[list[str]]:
     return [sys.executable, "-m", "runner.execution.inspect_models", *archs, *(["--mtp"] if mtp else [])]
 
 
-def begin_model_info(model: ModelSection, *, mtp: bool) -> Optional[subprocess.Popen]:
-    """vLLM's model-info cache filled beside Ray's start and the first actor's imports; a failure only leaves
-    that cost where it was, in the first load."""
+def begin_model_folder(model: ModelSection, *, inspect: bool, mtp: bool) -> Callable[[], None]:
+    """The model's folder (a built-in one is built on first use: 1–2 s of tokenizer training) and, with `inspect`,
+    vLLM's model-info cache, beside Ray's start and the first actor's imports. Returns what to call before the
+    first engine loads (the actor reads that folder; building it twice at once would race)."""
+    thread = threading.Thread(target=_model_folder, kwargs=dict(model=model, inspect=inspect, mtp=mtp),
+                              name="model-folder", daemon=True)
+    thread.start()
+    return thread.join
+
+
+def _model_folder(*, model: ModelSection, inspect: bool, mtp: bool) -> None:
+    """A failure only leaves its cost where it was: the actor resolves the folder itself, vLLM inspects the model
+    in its first load."""
     from runner.models.source import resolve_model_source
 
     try:
         folder = Path(resolve_model_source(model).path)
     except Exception:
-        return None
-    command = model_info_command(folder / "config.json", mtp=mtp)
+        return
+    command = model_info_command(folder / "config.json", mtp=mtp) if inspect else None
     if command is None:
-        return None
+        return
     try:
-        return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                stdin=subprocess.DEVNULL)
+        subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
     except OSError:
-        return None
+        pass
 
 
 def prepare_builtin_model(model: ModelSection) -> None:

@@ -1,5 +1,4 @@
-"""The disk caches begun at the command's start (runner.scheduling.startup): what it compiles, reads ahead and
-inspects."""
+"""The disk caches begun at the command's start (runner.scheduling.startup): what it compiles and inspects."""
 from runner.scheduling.startup import compile_command, package_dirs
 
 
@@ -36,24 +35,24 @@ def test_startup_steps_say_where_the_seconds_went():
                            "first engine's actor)"
 
 
-def test_reads_ahead_what_an_import_reads(tmp_path):
-    from runner.scheduling.read_ahead import advise, imported_files
+def test_model_folder_beside_the_start_up_is_waited_for_before_the_first_load(tmp_path, monkeypatch):
+    import threading
 
-    pkg = tmp_path / "pkg"
-    (pkg / "__pycache__").mkdir(parents=True)
-    for name in ("__init__.py", "notes.txt", "_C.abi3.so", "libcublas.so.12", "x.cpython-312-x86_64-linux-gnu.so",
-                 "__pycache__/mod.cpython-312.pyc"):
-        (pkg / name).write_bytes(b"x" * 10)
-    found = {p.relative_to(pkg).as_posix() for p in imported_files([pkg])}
-    assert found == {"__pycache__/mod.cpython-312.pyc", "_C.abi3.so", "libcublas.so.12",
-                     "x.cpython-312-x86_64-linux-gnu.so"}
-    assert advise(imported_files([pkg]), "willneed") == (4, 40)
-    assert advise([tmp_path / "missing.so"], "dontneed") == (0, 0)
+    import runner.models.source as source
+    from runner.config.sections import ModelSection
+    from runner.scheduling.startup import begin_model_folder
 
+    resolving, resolved = threading.Event(), []
+    real = source.resolve_model_source
 
-def test_read_ahead_command(tmp_path, capsys):
-    from runner.scheduling.read_ahead import main
+    def slow_resolve(model):
+        resolving.wait(5)
+        resolved.append(model.path)
+        return real(model)
 
-    (tmp_path / "a.so").write_bytes(b"x")
-    assert main(["willneed", str(tmp_path)]) == 0 and capsys.readouterr().out.startswith("willneed: 1 files")
-    assert main(["sideways"]) == 2 and "willneed|dontneed" in capsys.readouterr().err
+    monkeypatch.setattr(source, "resolve_model_source", slow_resolve)
+    ready = begin_model_folder(ModelSection(name="m", path=str(tmp_path)), inspect=False, mtp=False)
+    assert resolved == []  # the command goes on while the folder is prepared
+    resolving.set()
+    ready()
+    assert resolved == [str(tmp_path)]
