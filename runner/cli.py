@@ -26,7 +26,7 @@ from runner.plan.validate import engine_arg_spec, validate
 from runner.schema import TrialStatus
 from runner.scheduling.settings import ExecutionSettings
 from runner.scheduling.startup_steps import StartupSteps
-from runner.scheduling.startup import begin_model_folder, dry_run_capacity, prepare_builtin_model, start_ray
+from runner.scheduling.startup import begin_model_info, dry_run_capacity, prepare_builtin_model, start_ray
 
 
 def make_plan(config: RunConfig, *, check_engine_args: bool = True, warn=None) -> Plan:
@@ -208,7 +208,6 @@ class _Session:
     tracker: object
     progress: object
     launched: bool = False  # the command's launch span is on the timeline (once, before its first stage)
-    model_ready: Callable[[], None] = lambda: None  # the model folder, built beside Ray's start
 
     @classmethod
     def open(cls, *, config: RunConfig, run_dir: Path, plan: Plan, previous: dict,
@@ -218,11 +217,10 @@ class _Session:
         from runner.sinks.tracking import open_tracker
 
         device = config.engine.device
-        model_ready: Callable[[], None] = lambda: None
         if not config.cluster.address:
-            prepare_builtin_model(config.model)  # the embedded model's training, in view
-            model_ready = begin_model_folder(config.model, inspect=device == "cuda",
-                                             mtp=any(e.settings.spec_method == "mtp" for e in plan.engines))
+            prepare_builtin_model(config.model)
+            if device == "cuda":
+                begin_model_info(config.model, mtp=any(e.settings.spec_method == "mtp" for e in plan.engines))
         steps.mark("run folder and model")
         capacity = start_ray(config.cluster, device=device,
                              pool=config.execution.pool if config.execution.keep_engines else None)
@@ -235,7 +233,7 @@ class _Session:
         steps.mark("tracker")
         print(steps.line(), flush=True)
         progress = tqdm(total=0, desc="trials", unit="trial", dynamic_ncols=True)
-        return cls(settings=settings, keys=keys, tracker=tracker, progress=progress, model_ready=model_ready)
+        return cls(settings=settings, keys=keys, tracker=tracker, progress=progress)
 
     def run(self, plan: Plan, *, config: RunConfig, sink, run_dir: Path, skip: set[str], todo: int,
             before_engines: Optional[Callable[[], None]] = None) -> None:
@@ -250,7 +248,7 @@ class _Session:
                               log_dir=run_dir / "logs", on_trial=self.tracker.log_trial,
                               on_engine=self.tracker.log_engine, progress=self.progress,
                               launched_at=None if self.launched else process_started_at(),
-                              before_engines=_in_turn(self.model_ready, before_engines))
+                              before_engines=before_engines)
         self.launched = True
         scheduler.run(skip_trial_ids=skip)
 
@@ -360,15 +358,6 @@ def task(cfg: DictConfig, config: Optional[RunConfig] = None) -> None:
             code = 2
     if code:
         sys.exit(code)
-
-
-def _in_turn(*hooks: Optional[Callable[[], None]]) -> Callable[[], None]:
-    """One before-engines hook that calls the given ones in order."""
-    def run() -> None:
-        for hook in hooks:
-            if hook is not None:
-                hook()
-    return run
 
 
 def console_main() -> None:

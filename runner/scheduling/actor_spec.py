@@ -11,9 +11,8 @@ from runner.plan.grid import EngineConfig
 # Engine arguments that fix the KV size per engine; they win over the process-wide VLLM_CPU_KVCACHE_SPACE.
 PER_ENGINE_KV_ARGS = ("kv_cache_memory_bytes",)
 # An engine's first sleep pins host memory for its weights, later sleeps reuse it: torch pins by faulting the
-# pages in on several threads (16: a GPU host's cores), then registering them, instead of one cudaHostAlloc
-# (docs/benchmarks.md).
-SLEEP_PINNED_ALLOC = "pinned_use_cuda_host_register:True,pinned_num_register_threads:16"
+# pages in on several threads, then registering them, instead of one cudaHostAlloc (docs/benchmarks.md).
+SLEEP_PINNED_ALLOC = "pinned_use_cuda_host_register:True,pinned_num_register_threads:8"
 
 
 def engine_for_actor(engine: EngineConfig, *, sleep_mode: bool = False) -> EngineConfig:

@@ -14,10 +14,9 @@ import importlib.util
 import os
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Optional
 
 from runner.config.sections import ClusterSection, ModelSection
 
@@ -66,32 +65,23 @@ def model_info_command(config_json: Path, *, mtp: bool) -> Optional[list[str]]:
     return [sys.executable, "-m", "runner.execution.inspect_models", *archs, *(["--mtp"] if mtp else [])]
 
 
-def begin_model_folder(model: ModelSection, *, inspect: bool, mtp: bool) -> Callable[[], None]:
-    """The model's folder (a built-in one is built on first use: 1–2 s of tokenizer training) and, with `inspect`,
-    vLLM's model-info cache, beside Ray's start and the first actor's imports. Returns what to call before the
-    first engine loads (the actor reads that folder; building it twice at once would race)."""
-    thread = threading.Thread(target=_model_folder, kwargs=dict(model=model, inspect=inspect, mtp=mtp),
-                              name="model-folder", daemon=True)
-    thread.start()
-    return thread.join
-
-
-def _model_folder(*, model: ModelSection, inspect: bool, mtp: bool) -> None:
-    """A failure only leaves its cost where it was: the actor resolves the folder itself, vLLM inspects the model
-    in its first load."""
+def begin_model_info(model: ModelSection, *, mtp: bool) -> Optional[subprocess.Popen]:
+    """vLLM's model-info cache filled beside Ray's start and the first actor's imports; a failure only leaves
+    that cost where it was, in the first load."""
     from runner.models.source import resolve_model_source
 
     try:
         folder = Path(resolve_model_source(model).path)
     except Exception:
-        return
-    command = model_info_command(folder / "config.json", mtp=mtp) if inspect else None
+        return None
+    command = model_info_command(folder / "config.json", mtp=mtp)
     if command is None:
-        return
+        return None
     try:
-        subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+        return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                stdin=subprocess.DEVNULL)
     except OSError:
-        pass
+        return None
 
 
 def prepare_builtin_model(model: ModelSection) -> None:

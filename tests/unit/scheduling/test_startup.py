@@ -33,26 +33,3 @@ def test_startup_steps_say_where_the_seconds_went():
     assert steps.durations() == [("imports", 1.5), ("validation", 7.5), ("Ray", 4.0)]
     assert steps.line() == "start-up: imports 1.5 s · validation 7.5 s · Ray 4.0 s (total 13.0 s before the " \
                            "first engine's actor)"
-
-
-def test_model_folder_beside_the_start_up_is_waited_for_before_the_first_load(tmp_path, monkeypatch):
-    import threading
-
-    import runner.models.source as source
-    from runner.config.sections import ModelSection
-    from runner.scheduling.startup import begin_model_folder
-
-    resolving, resolved = threading.Event(), []
-    real = source.resolve_model_source
-
-    def slow_resolve(model):
-        resolving.wait(5)
-        resolved.append(model.path)
-        return real(model)
-
-    monkeypatch.setattr(source, "resolve_model_source", slow_resolve)
-    ready = begin_model_folder(ModelSection(name="m", path=str(tmp_path)), inspect=False, mtp=False)
-    assert resolved == []  # the command goes on while the folder is prepared
-    resolving.set()
-    ready()
-    assert resolved == [str(tmp_path)]
