@@ -25,6 +25,14 @@ from runner.scheduling.settings import ExecutionSettings
 from runner.scheduling.stops import Deadline, DeadlineReached, Interrupted
 
 
+
+def pool_line(pool: str, *, found: list[str], needed: int) -> str:
+    """What the engine pool gave this command: engines woken instead of loaded, or none yet."""
+    if not found:
+        return f"engine pool {pool!r}: none of this run's {needed} engine(s) there yet; they load, and stay after it"
+    return (f"engine pool {pool!r}: {len(found)} of {needed} engine(s) found, woken instead of loaded "
+            f"({', '.join(found)})")
+
 class Scheduler:
     def __init__(self, *, plan: Plan, model_cfg, keys: RunKeys, sink: ResultSink, settings: ExecutionSettings,
                  log_dir: Path, on_trial: Optional[Callable] = None, on_engine: Optional[Callable] = None,
@@ -96,8 +104,7 @@ class Scheduler:
         plan = self.machine.plan
         needed = dict.fromkeys(step.engine_id for lane in lanes for step in lane.steps)
         found = self.pool.claim([plan.engine(engine_id) for engine_id in needed])
-        print(f"engine pool {self.settings.pool!r}: {len(found)} of {len(needed)} engine(s) found, woken instead of "
-              f"loaded" + (f" ({', '.join(found)})" if found else ""), flush=True)
+        print(pool_line(self.settings.pool, found=found, needed=len(needed)), flush=True)
 
     def abandon(self) -> None:
         """Stop in seconds: the trial in flight is dropped (it reruns on resume), every engine is killed (a pooled

@@ -131,3 +131,12 @@ def test_the_pool_head_starts_without_a_ray_script_on_path(monkeypatch, tmp_path
     monkeypatch.setattr(pool_head.sys, "executable", str(tmp_path / "python3"))
     command = pool_head._ray_command()
     assert command[:2] == [str(tmp_path / "python3"), "-c"] and "ray.scripts.scripts" in command[2]
+
+
+def test_the_pool_line_says_what_was_woken_or_that_nothing_was_there():
+    from runner.scheduling.loop import pool_line
+
+    assert pool_line("default", found=[], needed=4) == \
+        "engine pool 'default': none of this run's 4 engine(s) there yet; they load, and stay after it"
+    assert pool_line("default", found=["e-1", "e-2"], needed=4) == \
+        "engine pool 'default': 2 of 4 engine(s) found, woken instead of loaded (e-1, e-2)"
