@@ -1,6 +1,6 @@
 """Order: the same trials in two orders on one warm engine agree within their spread; the first-use cost.
 
-    python bench/order.py [--blocks 4]
+    python bench/order.py [--blocks 4] [--warmup light]
 
 One real engine (the embedded model, spec off, warm-up on) in a Ray actor runs three decode shapes in blocks
 that alternate between order A (shape by shape, repeats stacked) and order B (round by round, shapes reversed):
@@ -81,6 +81,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--blocks", type=int, default=4, help="blocks of each order, alternated (A, B, A, B, ...)")
     parser.add_argument("--cold-repeats", type=int, default=4, help="trials on the warm-up-off engine")
+    parser.add_argument("--warmup", default="auto", choices=["auto", "full", "light"],
+                        help="the warm engine's execution.warmup (auto: the device's own)")
     args = parser.parse_args()
 
     import ray
@@ -88,7 +90,7 @@ def main() -> None:
     from runner.scheduling.cluster import connect_ray
 
     connect_ray(address=None)
-    engine, actor = start_engine(ray, warmup="auto")
+    engine, actor = start_engine(ray, warmup=args.warmup)
     figures: dict[str, dict] = {"A": {}, "B": {}}
     for block in range(2 * args.blocks):
         name = "AB"[block % 2]
