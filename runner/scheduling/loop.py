@@ -16,6 +16,7 @@ from runner.plan.grid import Plan
 from runner.schema import Phase
 from runner.scheduling.actors import ActorPool
 from runner.scheduling.cluster import LaneBundles
+from runner.scheduling.describe import pool_line
 from runner.scheduling.handlers import LaneMachine
 from runner.scheduling.lane import Lane
 from runner.scheduling.order import lane_steps, lane_width
@@ -24,14 +25,6 @@ from runner.scheduling.recorder import Recorder, ResultSink
 from runner.scheduling.settings import ExecutionSettings
 from runner.scheduling.stops import Deadline, DeadlineReached, Interrupted
 
-
-
-def pool_line(pool: str, *, found: list[str], needed: int) -> str:
-    """What the engine pool gave this command: engines woken instead of loaded, or none yet."""
-    if not found:
-        return f"engine pool {pool!r}: none of this run's {needed} engine(s) there yet; they load, and stay after it"
-    return (f"engine pool {pool!r}: {len(found)} of {needed} engine(s) found, woken instead of loaded "
-            f"({', '.join(found)})")
 
 class Scheduler:
     def __init__(self, *, plan: Plan, model_cfg, keys: RunKeys, sink: ResultSink, settings: ExecutionSettings,

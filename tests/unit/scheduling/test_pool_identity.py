@@ -134,7 +134,7 @@ def test_the_pool_head_starts_without_a_ray_script_on_path(monkeypatch, tmp_path
 
 
 def test_the_pool_line_says_what_was_woken_or_that_nothing_was_there():
-    from runner.scheduling.loop import pool_line
+    from runner.scheduling.describe import pool_line
 
     assert pool_line("default", found=[], needed=4) == \
         "engine pool 'default': none of this run's 4 engine(s) there yet; they load, and stay after it"
