@@ -259,6 +259,7 @@ def first_trial_section(a) -> str:
                   f"the second: {first_run_line(twice)}. ") if len(twice) else ""
     return section("First trials", f"Warm-up{_warmup_modes(r.trials)} keeps first-use costs out of the figures; this "
                    f"checks it on the deciding figure (ratio > 1: the first run was better). {twice_text}Against the "
-                   "median of the same point (engine, workload, params, concurrency) in other rounds, which send other prompts and so carry "
+                   "median of the same point (engine, workload, params, concurrency) in other rounds, which send "
+                   "other prompts and so carry "
                    f"their own spread too: {summary_line(checks) or 'no load or wake is followed by a repeated point'}. "
                    f"{points + '.' if points else ''}", *parts)

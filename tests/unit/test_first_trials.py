@@ -51,3 +51,15 @@ def test_a_first_run_is_set_against_the_kept_second_and_a_pooled_engines_is_name
     assert first_run_line(checks).startswith("0 of 1 first trials after a load and 1 of 1 first trials after a pool "
                                              "wake ran their first run within 10% of the second")
     assert first_run_checks(trials, samples, first_runs.iloc[0:0], first_samples, engines).empty
+
+
+def test_the_point_line_counts_worse_and_better_apart_and_names_the_farthest():
+    from runner.report.first_trials import point_line
+
+    checks = pd.DataFrame({"workload": ["decode", "multi_turn", "decode", "decode"], "concurrency": [1, 8, 4, 1],
+                           "ratio": [1.0, 1.3, 0.85, 0.95]})
+    line = point_line(checks)
+    assert line.startswith("2 of 4 points' first measurements within 10% of their later repeats, 1 worse by more "
+                           "and 1 better")
+    assert line.endswith("farthest: 1.30×, multi_turn c=8)")
+    assert point_line(checks.iloc[0:0]) == ""
