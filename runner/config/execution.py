@@ -28,8 +28,8 @@ class Residency(enum.StrEnum):
 
 class Warmup(enum.StrEnum):
     """execution.warmup: what an engine runs, unmeasured, before a trial shape it has not seen. full: the shape
-    itself once (output capped); light: each new workload point once at one session (its prompts, few tokens
-    out) plus a short pass (short prompts, few tokens) at each new concurrency; auto: the device's own
+    itself once (output capped); light: each workload once at one session at the first point an engine meets
+    (its prompts, few tokens out) plus a short pass (short prompts, few tokens) at each new concurrency; auto: the device's own
     (runner.scheduling.device: light on CUDA, full on CPU), recorded in each trial's `warmup` column."""
 
     AUTO = "auto"

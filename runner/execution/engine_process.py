@@ -22,6 +22,8 @@ import sys
 from multiprocessing.context import ForkServerProcess
 
 from runner.config.execution import EngineStart
+from runner.execution.sleep_pinning import PIN_AHEAD_ENV
+from runner.execution.sleep_pinning import install as install_sleep_pinning
 
 # Imported once in the fork server: what the engine core and its executor import before they run.
 PRELOAD = ("vllm.v1.engine.core", "vllm.v1.executor.multiproc_executor", "vllm.v1.executor.uniproc_executor")
@@ -50,6 +52,8 @@ class _CarriedEnvProcess(ForkServerProcess):
         if carried is not None:
             os.environ.clear()
             os.environ.update(carried)
+        if os.environ.get(PIN_AHEAD_ENV) == "1":
+            install_sleep_pinning()
         super().run()
 
 

@@ -6,6 +6,7 @@ import os
 from typing import Optional
 
 from runner.execution.failures import FAULTS_ENV
+from runner.execution.sleep_pinning import PIN_AHEAD_ENV
 from runner.plan.grid import EngineConfig
 
 # Engine arguments that fix the KV size per engine; they win over the process-wide VLLM_CPU_KVCACHE_SPACE.
@@ -41,6 +42,8 @@ def actor_env(*, base: dict, engine: EngineConfig, environ: Optional[dict] = Non
     env = dict(base)
     if sleeps and "PYTORCH_CUDA_ALLOC_CONF" not in environ:
         env.setdefault("PYTORCH_CUDA_ALLOC_CONF", SLEEP_PINNED_ALLOC)
+    if sleeps:  # the first sleep's host buffers pinned during the engine's init; =0 in the environment: not
+        env.setdefault(PIN_AHEAD_ENV, environ.get(PIN_AHEAD_ENV, "1"))
     if engine.settings.tensor_parallel_size > 1:
         env.setdefault("VLLM_WORKER_MULTIPROC_METHOD", "spawn")
     if any(name in engine.engine_args for name in PER_ENGINE_KV_ARGS):

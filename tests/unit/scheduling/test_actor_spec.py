@@ -1,6 +1,9 @@
 """What an actor is given (pure): engine arguments, environment, cores."""
 from __future__ import annotations
 
+import collections
+
+from runner.execution.sleep_pinning import PIN_AHEAD_ENV, offloaded_sizes
 from runner.scheduling.actor_spec import actor_env, cpu_binding, engine_for_actor
 from tests.unit.scheduling.plans import tp_plan
 
@@ -34,3 +37,17 @@ def test_an_engine_that_sleeps_pins_its_host_memory_on_threads_unless_the_node_s
     assert "PYTORCH_CUDA_ALLOC_CONF" not in actor_env(base={}, engine=engine, environ={})
     assert "PYTORCH_CUDA_ALLOC_CONF" not in actor_env(base={}, engine=engine, sleeps=True,
                                                       environ={"PYTORCH_CUDA_ALLOC_CONF": "x"})
+
+
+def test_an_engine_that_sleeps_pins_its_sleep_buffers_during_its_init_unless_the_node_says_otherwise():
+    engine = tp_plan(tps_and_trials=[(1, 1)]).engines[0]
+    assert actor_env(base={}, engine=engine, environ={}, sleeps=True)[PIN_AHEAD_ENV] == "1"
+    assert actor_env(base={}, engine=engine, environ={PIN_AHEAD_ENV: "0"}, sleeps=True)[PIN_AHEAD_ENV] == "0"
+    assert PIN_AHEAD_ENV not in actor_env(base={}, engine=engine, environ={})
+
+
+def test_the_buffers_pinned_ahead_are_those_a_level_one_sleep_backs_up():
+    allocation = collections.namedtuple("allocation", "handle tag")
+    allocations = {1: allocation((0, 64 << 20), "weights"), 2: allocation((0, 8 << 30), "kv_cache"),
+                   3: allocation((0, 2 << 20), "weights")}
+    assert offloaded_sizes(allocations) == [64 << 20, 2 << 20]

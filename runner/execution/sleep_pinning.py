@@ -1,0 +1,102 @@
+"""An engine's first sleep, paid inside vLLM's init: its host buffers are pinned while the init compiles.
+
+Sleep mode (level 1) copies the weights into pinned host memory, one buffer per weight allocation; torch's
+host allocator pins them on the first sleep (3.7–3.9 s an engine on the H200 host for a 7B model) and keeps
+them for every later one (0.4 s). Those first sleeps sit on the command's critical path: the next engine
+cannot load until the last one has slept. Here the engine-core process pins buffers of the same sizes on a
+thread as soon as the weights are loaded, then frees them into torch's host cache, where the first sleep
+finds them; the thread runs beside vLLM's memory profiling and torch.compile and is joined before the CUDA
+graphs are captured (a capture forbids other threads' allocations).
+
+Installed in the engine-core process only (runner/execution/engine_process.py: the fork server's child) and
+only where the actor's engine sleeps (`PIN_AHEAD_ENV`, set by runner/scheduling/actor_spec.py); a vLLM whose
+worker or allocator differs leaves the first sleep as vLLM has it.
+"""
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from typing import Iterable, Optional
+
+PIN_AHEAD_ENV = "RUNNER_SLEEP_PIN_AHEAD"
+# The allocations level-1 sleep backs up in host memory (vLLM's CuMemBackend: offload_tags=("weights",)).
+OFFLOADED_TAG = "weights"
+
+
+def offloaded_sizes(pointer_to_data: dict, tag: str = OFFLOADED_TAG) -> list[int]:
+    """Byte sizes of the allocations a level-1 sleep copies to host memory, one per buffer it pins."""
+    return [data.handle[1] for data in pointer_to_data.values() if getattr(data, "tag", None) == tag]
+
+
+class _Pinning:
+    """One engine core's pinning thread; `join` reports how long it ran and how much it pinned."""
+
+    def __init__(self, sizes: Iterable[int], device):
+        self.sizes = list(sizes)
+        self.device = device
+        self.error: Optional[BaseException] = None
+        self.seconds = 0.0
+        self._thread = threading.Thread(target=self._run, name="runner-sleep-pinning", daemon=True)
+
+    def start(self) -> "_Pinning":
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        import torch
+
+        started = time.perf_counter()
+        try:
+            torch.cuda.set_device(self.device)  # a new thread's current device is 0, not the worker's
+            held = [torch.empty(size, dtype=torch.uint8, device="cpu", pin_memory=True) for size in self.sizes]
+            del held  # back into torch's host cache, where the first sleep's buffers of these sizes come from
+        except BaseException as exc:  # the first sleep pins what is missing itself
+            self.error = exc
+        self.seconds = time.perf_counter() - started
+
+    def join(self) -> None:
+        waited = time.perf_counter()
+        self._thread.join()
+        gib = sum(self.sizes) / 1024**3
+        outcome = f"failed ({type(self.error).__name__}: {self.error})" if self.error else "done"
+        print(f"runner: sleep buffers pinned ahead: {gib:.2f} GiB in {len(self.sizes)} buffers, {outcome}, "
+              f"{self.seconds:.2f} s on its thread, {time.perf_counter() - waited:.2f} s waited at graph capture",
+              file=sys.stderr)
+
+
+def _sleep_mode_on_cuda(worker) -> bool:
+    import torch
+
+    model_config = getattr(getattr(worker, "vllm_config", None), "model_config", None)
+    return bool(getattr(model_config, "enable_sleep_mode", False)) and torch.cuda.is_available()
+
+
+def install() -> bool:
+    """Wraps vLLM's GPU worker: after `load_model` a thread pins the sleep's buffers; `compile_or_warm_up_model`
+    (CUDA graph capture) waits for it. Returns whether it is installed."""
+    try:
+        from vllm.device_allocator.cumem import CuMemAllocator
+        from vllm.v1.worker.gpu_worker import Worker
+    except Exception as exc:
+        print(f"runner: sleep buffers not pinned ahead: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return False
+    load_model, compile_or_warm_up = Worker.load_model, Worker.compile_or_warm_up_model
+
+    def load_model_then_pin(self, *args, **kwargs):
+        result = load_model(self, *args, **kwargs)
+        if _sleep_mode_on_cuda(self):
+            sizes = offloaded_sizes(CuMemAllocator.get_instance().pointer_to_data)
+            self._runner_pinning = _Pinning(sizes, self.device).start()
+        return result
+
+    def compile_after_pinning(self, *args, **kwargs):
+        pinning = getattr(self, "_runner_pinning", None)
+        if pinning is not None:
+            pinning.join()
+            self._runner_pinning = None
+        return compile_or_warm_up(self, *args, **kwargs)
+
+    Worker.load_model = load_model_then_pin
+    Worker.compile_or_warm_up_model = compile_after_pinning
+    return True
