@@ -28,8 +28,8 @@ class Residency(enum.StrEnum):
 
 class Warmup(enum.StrEnum):
     """execution.warmup: what an engine runs, unmeasured, before a trial shape it has not seen. full: the shape
-    itself once (output capped); light: each workload once at one session at the first point an engine meets
-    (its prompts, few tokens out) plus a short pass (short prompts, few tokens) at each new concurrency; auto: the device's own
+    itself once (output capped); light: each new workload point once at one session (its prompts, few tokens
+    out) plus a short pass (short prompts, few tokens) at each new concurrency; auto: the device's own
     (runner.scheduling.device: light on CUDA, full on CPU), recorded in each trial's `warmup` column."""
 
     AUTO = "auto"
@@ -82,6 +82,9 @@ class ExecutionSection:
     shutdown_timeout_s: float = field(default=10, metadata=_fix("execution.shutdown_timeout_s=10",
                                                                  "must be seconds > 0"))
     engine_start: str = "auto"  # auto | spawn | forkserver (EngineStart)
+    # An engine that sleeps pins its first sleep's host buffers while vLLM's init compiles (forkserver only).
+    sleep_pin_ahead: bool = field(default=True, metadata=_fix("execution.sleep_pin_ahead=true",
+                                                              "must be true or false"))
     slo: OldExecutionSlo = field(default_factory=OldExecutionSlo)  # older name of the root's `slo`
     # Engines that outlive the command: left asleep in a named pool, woken by the next command that plans them.
     keep_engines: bool = field(default=False, metadata=_fix("execution.keep_engines=true", "must be true or false"))

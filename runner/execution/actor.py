@@ -55,7 +55,7 @@ class EngineActor(PoolMember):
         self.warmup_output_cap = warmup_output_cap
         # (warm-up mode, workload, params, concurrency, api) already warmed on this engine: first-use costs paid.
         self.warm_shapes: set[tuple] = set()
-        self.warm_points: set[tuple] = set()  # light warm-up: workloads run once at one session
+        self.warm_points: set[tuple] = set()  # light warm-up: workload points run once at one session
         self.warm_batches: set[tuple] = set()  # light warm-up: (workload, api, concurrency) given a short pass
         # The first trial after a load (or a pool wake) runs twice with the same prompts and keeps the second: on
         # CPU the first ran slower even after a full warm-up where engines sat side by side (docs/benchmarks.md);
@@ -196,15 +196,12 @@ class EngineActor(PoolMember):
     async def _warm_up(self, *, trial: Trial, workload, params) -> Optional[float]:
         """Unmeasured runs the first time this engine sees a trial shape (compiles, kernel JITs, the n-gram
         proposer's first real request); their prompts differ from every measured repeat's. full: the shape once;
-        light: the workload once at one session at the first point met (few tokens out), then a short pass per new
-        concurrency."""
+        light: the workload point once at one session (few tokens out), then a short pass per new concurrency."""
         if self.warmup is Warmup.OFF:
             return None
         # Keyed by mode too: a pooled engine warmed light by one command is warmed again for one asking full.
         shape = (self.warmup, trial.workload, trial.params_json, trial.concurrency, trial.api)
-        # light: one point pass per workload; a later point of it differs only in lengths, which compile nothing
-        # new (the first-trial check at each point, on CPU and on the H200, is what says so).
-        point, batch = (trial.workload, trial.api), (trial.workload, trial.api, trial.concurrency)
+        point, batch = (trial.workload, trial.params_json, trial.api), (trial.workload, trial.api, trial.concurrency)
         if shape in self.warm_shapes:
             return 0.0
         if self.warmup_output_cap and getattr(params, "output_len", 0) > self.warmup_output_cap:

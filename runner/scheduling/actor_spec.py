@@ -35,15 +35,17 @@ def cpu_binding(*, slot: int, cores_per_engine: float, total_cores: int) -> str:
     return str(first) if first == last else f"{first}-{last}"
 
 
-def actor_env(*, base: dict, engine: EngineConfig, environ: Optional[dict] = None, sleeps: bool = False) -> dict:
-    """The actor's environment (`sleeps`: its engine may sleep between turns). None removes a variable the node
-    may have set."""
+def actor_env(*, base: dict, engine: EngineConfig, environ: Optional[dict] = None, sleeps: bool = False,
+              pin_ahead: bool = False) -> dict:
+    """The actor's environment (`sleeps`: its engine may sleep between turns; `pin_ahead`: its first sleep's host
+    buffers are pinned during its init, runner/execution/sleep_pinning.py). None removes a variable the node may
+    have set."""
     environ = os.environ if environ is None else environ
     env = dict(base)
     if sleeps and "PYTORCH_CUDA_ALLOC_CONF" not in environ:
         env.setdefault("PYTORCH_CUDA_ALLOC_CONF", SLEEP_PINNED_ALLOC)
-    if sleeps:  # the first sleep's host buffers pinned during the engine's init; =0 in the environment: not
-        env.setdefault(PIN_AHEAD_ENV, environ.get(PIN_AHEAD_ENV, "1"))
+    if sleeps and pin_ahead:
+        env[PIN_AHEAD_ENV] = "1"
     if engine.settings.tensor_parallel_size > 1:
         env.setdefault("VLLM_WORKER_MULTIPROC_METHOD", "spawn")
     if any(name in engine.engine_args for name in PER_ENGINE_KV_ARGS):

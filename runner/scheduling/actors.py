@@ -151,7 +151,7 @@ class ActorPool:
             from runner.scheduling.cluster import scheduling_strategy
 
             options["scheduling_strategy"] = scheduling_strategy(bundle)
-        env = actor_env(base=s.env, engine=engine, sleeps=policy.residents_sleep and stays)
+        env = actor_env(base=s.env, engine=engine, sleeps=policy.residents_sleep and stays, pin_ahead=s.sleep_pin_ahead)
         if policy.binds_cores and lanes > 1 and "VLLM_CPU_OMP_THREADS_BIND" not in env:
             # Every CPU engine would otherwise pin its threads to the same cores.
             env["VLLM_CPU_OMP_THREADS_BIND"] = cpu_binding(slot=lane, cores_per_engine=s.cpus_per_engine,

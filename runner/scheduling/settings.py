@@ -43,6 +43,7 @@ class ExecutionSettings:
     race_tie_band: float
     cpu_kv_gib: float  # VLLM_CPU_KVCACHE_SPACE, for the CPU residency plan
     engine_start: EngineStart  # how vLLM's engine-core process starts in an actor
+    sleep_pin_ahead: bool  # a sleeping engine's first sleep pinned during its init (execution.sleep_pin_ahead)
     keep_engines: bool  # engines outlive the command, in the pool `pool` (runner.scheduling.engine_pool)
     pool: str
     pool_ttl_s: float  # a pooled engine idle this long ends itself
@@ -65,7 +66,7 @@ class ExecutionSettings:
                    shutdown_timeout_s=float(execution.shutdown_timeout_s), race=sweep.race,
                    race_tie_band=float(sweep.race_tie_band),
                    cpu_kv_gib=float(config.engine.cpu_kvcache_space_gib or 1), engine_start=execution.engine_start,
-                   keep_engines=bool(execution.keep_engines), pool=execution.pool,
+                   sleep_pin_ahead=bool(execution.sleep_pin_ahead), keep_engines=bool(execution.keep_engines), pool=execution.pool,
                    pool_ttl_s=float(execution.pool_ttl_s))
 
 

@@ -68,6 +68,8 @@ def test_second_request_repeat_has_cached_tokens(sweep):
     _, requests = sweep
     on = of(requests, "second_request", True)
     assert (on[on.phase == "cold"].cached_tokens == 0).all()
+    # The cold request fills the cache and gives the cold TTFT; the repeat decodes the trial's output_len.
+    assert (on[on.phase == "cold"].output_tokens == 1).all() and (on[on.phase == "repeat"].output_tokens == 8).all()
     assert (on[on.phase == "repeat"].cached_tokens == 3 * BLOCK).all()
     assert (of(requests, "second_request", False).cached_tokens == 0).all()
 

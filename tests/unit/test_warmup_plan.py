@@ -28,13 +28,12 @@ def warm(fake, concurrency: int, input_len: int = 1024) -> float | None:
     return asyncio.run(EngineActor._warm_up(fake, trial=trial, workload=None, params=params))
 
 
-def test_light_runs_each_workload_once_at_one_session_then_a_short_pass_per_new_concurrency():
+def test_light_runs_each_point_once_at_one_session_then_a_short_pass_per_new_concurrency():
     fake, runs = engine(Warmup.LIGHT)
     warm(fake, 8)
     warm(fake, 8)  # the same shape: warm
     warm(fake, 1)  # the point ran at one session already
     warm(fake, 16)
-    warm(fake, 8, input_len=4096)  # another point of the workload, at a concurrency already passed: nothing
     assert runs == [(1, 1024), (8, 128), (16, 128)]
 
 
@@ -51,7 +50,7 @@ def test_full_runs_each_shape_whole_and_a_later_mode_warms_what_it_has_not_cover
     warm(fake, 2, input_len=2048)
     fake.warmup = Warmup.FULL  # light's runs are not a full copy: full warms the shape again
     warm(fake, 2, input_len=2048)
-    assert runs == [(8, 1024), (4, 1024), (2, 128), (2, 2048)]
+    assert runs == [(8, 1024), (4, 1024), (1, 2048), (2, 128), (2, 2048)]
 
 
 def test_off_runs_nothing():

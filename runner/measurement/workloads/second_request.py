@@ -3,7 +3,9 @@
 Each of the N sessions (= concurrency) has its own prompt; all sessions send
 their cold request at once, then, once all are done, their repeat. The trial's
 latency, throughput and counter columns cover the repeats only (`measured_phases` and the
-measure window); the cold requests are in the requests table with phase "cold".
+measure window); the cold requests are in the requests table with phase "cold". A cold request
+decodes one token: it is there to fill the cache and to give the cold TTFT (as `shared_prefix`'s
+warm prefix), and the repeat hits the same prompt blocks whatever the cold one decoded.
 """
 from __future__ import annotations
 
@@ -44,7 +46,8 @@ class SecondRequest(Workload):
             if phase == "repeat":
                 await ctx.window.begin()
             results.extend(await asyncio.gather(*(
-                engine.stream(prompt_token_ids=prompt, max_tokens=p.output_len, session=s, turn=turn, phase=phase)
+                engine.stream(prompt_token_ids=prompt, max_tokens=p.output_len if phase == "repeat" else 1,
+                              session=s, turn=turn, phase=phase)
                 for s, prompt in enumerate(prompts))))
         await ctx.window.end()
         return results

@@ -39,11 +39,11 @@ def test_an_engine_that_sleeps_pins_its_host_memory_on_threads_unless_the_node_s
                                                       environ={"PYTORCH_CUDA_ALLOC_CONF": "x"})
 
 
-def test_an_engine_that_sleeps_pins_its_sleep_buffers_during_its_init_unless_the_node_says_otherwise():
+def test_an_engine_that_sleeps_pins_its_sleep_buffers_during_its_init_where_asked():
     engine = tp_plan(tps_and_trials=[(1, 1)]).engines[0]
-    assert actor_env(base={}, engine=engine, environ={}, sleeps=True)[PIN_AHEAD_ENV] == "1"
-    assert actor_env(base={}, engine=engine, environ={PIN_AHEAD_ENV: "0"}, sleeps=True)[PIN_AHEAD_ENV] == "0"
-    assert PIN_AHEAD_ENV not in actor_env(base={}, engine=engine, environ={})
+    assert actor_env(base={}, engine=engine, environ={}, sleeps=True, pin_ahead=True)[PIN_AHEAD_ENV] == "1"
+    assert PIN_AHEAD_ENV not in actor_env(base={}, engine=engine, environ={}, sleeps=True)
+    assert PIN_AHEAD_ENV not in actor_env(base={}, engine=engine, environ={}, pin_ahead=True)
 
 
 def test_the_buffers_pinned_ahead_are_those_a_level_one_sleep_backs_up():
