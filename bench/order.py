@@ -25,7 +25,7 @@ SHAPES = [{"concurrency": 1, "input_len": 96, "output_len": 48},
 REPEATS = 3
 
 
-def start_engine(ray, *, warmup: str):
+def start_engine(ray, *, warmup: str, actor_class=None, workloads: dict | None = None):
     from runner.execution.actor import EngineActor
     from runner.measurement.records import RunKeys
     from runner.config.sections import ModelSection, run_config
@@ -33,9 +33,9 @@ def start_engine(ray, *, warmup: str):
 
     plan = build_plan(run_config(sweep_name="order", model="tiny-mtp",
                       grid={"spec_method": ["off"], "max_model_len": [1024], "enable_prefix_caching": [True]},
-                      workloads={"decode": {}}, engine_args={"enforce_eager": True, "max_num_seqs": 8, "seed": 0}))
+                      workloads=workloads or {"decode": {}}, engine_args={"enforce_eager": True, "max_num_seqs": 8, "seed": 0}))
     engine = plan.engines[0]
-    actor = ray.remote(num_cpus=1, max_restarts=0)(EngineActor).remote(
+    actor = ray.remote(num_cpus=1, max_restarts=0)(actor_class or EngineActor).remote(
         env={"VLLM_CPU_KVCACHE_SPACE": "1", "TOKENIZERS_PARALLELISM": "false"},
         keys=RunKeys(sweep="order", run_id=warmup), warmup=warmup)
     started = ray.get(actor.start.remote(engine=engine, model=ModelSection(
