@@ -19,9 +19,11 @@ BAND = 0.10  # a first trial within 10 % of the later rounds' median passes
 
 def first_trial_checks(trials: pd.DataFrame, samples: pd.DataFrame, phases: pd.DataFrame) -> pd.DataFrame:
     """One row per load or wake followed by a trial whose point also ran in other rounds: `after` (load / wake),
-    the trial's figure, the others' median and count, and `ratio` (> 1: the first trial was better)."""
+    the trial's figure, the others' median, count and spread ((max − min) / median: where it is wider than the
+    band, the others disagree among themselves by more than the check asks of the first), and `ratio` (> 1: the
+    first trial was better)."""
     columns = ["source", "after", "engine_id", "workload", "workload_params_json", "concurrency", "round", "first",
-               "later_median", "n_later", "ratio"]
+               "later_median", "n_later", "later_spread", "ratio"]
     if phases is None or not len(phases) or not len(trials) or not len(samples):
         return pd.DataFrame(columns=columns)
     ok = ok_trial_values(trials, samples)
@@ -43,7 +45,8 @@ def first_trial_checks(trials: pd.DataFrame, samples: pd.DataFrame, phases: pd.D
                      "engine_id": first.engine_id, "workload": first.workload,
                      "workload_params_json": first.workload_params_json, "concurrency": int(first.concurrency),
                      "round": first.get("round"), "first": float(first.value), "later_median": later,
-                     "n_later": len(same), "ratio": float(better)})
+                     "n_later": len(same), "later_spread": float((same.value.max() - same.value.min()) / later)
+                     if later else None, "ratio": float(better)})
     return pd.DataFrame(rows, columns=columns)
 
 
@@ -114,12 +117,17 @@ def point_line(checks: pd.DataFrame, *, band: float = BAND) -> str:
 
 
 def summary_line(checks: pd.DataFrame, *, band: float = BAND) -> str:
-    """'N of M first trials after a load (and K of L after a wake) within 10 % of the later rounds'."""
+    """'N of M first trials after a load (and K of L after a wake) within 10 % of the later rounds', and how many
+    of those outside sit at points whose later rounds spread wider than the band themselves."""
     counts, worst = _counts_by_event(checks, band=band)
     if not counts:
         return ""
+    outside = checks[(checks.ratio - 1).abs() > band]
+    wide = int((outside.later_spread > band).sum())
+    spread = (f"; of the {len(outside)} outside, {wide} at points whose later rounds differ among themselves by "
+              f"more than {band:.0%}") if len(outside) else ""
     return (f"{counts} within {band:.0%} of the same point in later rounds (worst: {worst.ratio:.2f}× after a "
-            f"{worst.after}, {worst.workload} c={worst.concurrency})")
+            f"{worst.after}, {worst.workload} c={worst.concurrency}){spread}")
 
 
 def _counts_by_event(checks: pd.DataFrame, *, band: float) -> tuple[str, object]:

@@ -254,7 +254,7 @@ def first_trial_section(a) -> str:
     outside = checks[(checks.ratio - 1).abs() > BAND]
     if len(outside):
         parts += ["Against later rounds, outside the band:", md_table(outside.drop(columns=["source"]).round(
-            {"first": 4, "later_median": 4, "ratio": 3}))]
+            {"first": 4, "later_median": 4, "later_spread": 3, "ratio": 3}))]
     twice_text = (f"Each engine's first trial after a load or a pool wake ran twice with the same prompts and keeps "
                   f"the second: {first_run_line(twice)}. ") if len(twice) else ""
     return section("First trials", f"Warm-up{_warmup_modes(r.trials)} keeps first-use costs out of the figures; this "

@@ -10,6 +10,7 @@ import pytest
 
 from runner.config.execution import EngineStart
 from runner.execution import engine_process
+from runner.execution.sleep_pinning import PIN_AHEAD_ENV
 
 pytestmark = pytest.mark.engine
 
@@ -50,7 +51,8 @@ def test_a_forked_engine_core_carries_the_environment_and_dies_with_its_fork_ser
 def test_a_start_called_while_prepare_still_imports_forks_the_engine_core():
     """The scheduler starts the spare actor's engine as soon as its turn comes, whether or not the spare's
     `prepare` (imports, fork server) has finished; the two calls interleave in the actor and must still give
-    a forked engine core (on the H200 a start during prepare fell back to a cold spawn)."""
+    a forked engine core (on the H200 a start during prepare fell back to a cold spawn). The engine core runs with
+    the sleep's pinning installed (a no-op where nothing sleeps on CUDA): vLLM's worker still loads through it."""
     import ray
 
     from runner.config.sections import ModelSection, run_config
@@ -65,7 +67,7 @@ def test_a_start_called_while_prepare_still_imports_forks_the_engine_core():
     connect_ray(address=None)
     try:
         actor = ray.remote(num_cpus=1, max_restarts=0)(EngineActor).remote(
-            env={"VLLM_CPU_KVCACHE_SPACE": "1", "TOKENIZERS_PARALLELISM": "false"},
+            env={"VLLM_CPU_KVCACHE_SPACE": "1", "TOKENIZERS_PARALLELISM": "false", PIN_AHEAD_ENV: "1"},
             keys=RunKeys(sweep="start", run_id="r"), engine_start=EngineStart.FORKSERVER.value)
         prepared = actor.prepare.remote()
         started = ray.get(actor.start.remote(engine=plan.engines[0], model=ModelSection(

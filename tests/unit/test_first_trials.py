@@ -27,7 +27,11 @@ def test_a_cold_first_trial_after_a_load_is_caught_and_a_warm_one_after_a_wake_p
     load, wake = checks.iloc[0], checks.iloc[1]
     assert load.ratio == pytest.approx(70 / 101) and load.n_later == 2  # decode: higher is better
     assert wake.ratio == pytest.approx(100 / 86)  # a1 against a0 and a2's median
-    assert summary_line(checks).startswith("0 of 1 first trials after a load and 0 of 1 first trials after a wake")
+    assert load.later_spread == pytest.approx(2 / 101) and wake.later_spread == pytest.approx(32 / 86)
+    line = summary_line(checks)
+    assert line.startswith("0 of 1 first trials after a load and 0 of 1 first trials after a wake")
+    # The wake's point spreads 37 % across its other rounds: wider than the band the check asks of the first.
+    assert line.endswith("; of the 2 outside, 1 at points whose later rounds differ among themselves by more than 10%")
 
 
 def test_nothing_to_check_without_a_timeline_or_a_repeat():
