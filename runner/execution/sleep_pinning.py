@@ -81,12 +81,18 @@ def install() -> bool:
     except Exception as exc:
         print(f"runner: sleep buffers not pinned ahead: {type(exc).__name__}: {exc}", file=sys.stderr)
         return False
-    load_model, compile_or_warm_up = Worker.load_model, Worker.compile_or_warm_up_model
+    wrap_worker(Worker, CuMemAllocator)
+    return True
+
+
+def wrap_worker(worker_class, allocator_class) -> None:
+    """The wrapping itself, on vLLM's classes (or stand-ins in a test)."""
+    load_model, compile_or_warm_up = worker_class.load_model, worker_class.compile_or_warm_up_model
 
     def load_model_then_pin(self, *args, **kwargs):
         result = load_model(self, *args, **kwargs)
         if _sleep_mode_on_cuda(self):
-            sizes = offloaded_sizes(CuMemAllocator.get_instance().pointer_to_data)
+            sizes = offloaded_sizes(allocator_class.get_instance().pointer_to_data)
             self._runner_pinning = _Pinning(sizes, self.device).start()
         return result
 
@@ -97,6 +103,5 @@ def install() -> bool:
             self._runner_pinning = None
         return compile_or_warm_up(self, *args, **kwargs)
 
-    Worker.load_model = load_model_then_pin
-    Worker.compile_or_warm_up_model = compile_after_pinning
-    return True
+    worker_class.load_model = load_model_then_pin
+    worker_class.compile_or_warm_up_model = compile_after_pinning

@@ -1,9 +1,7 @@
 """What an actor is given (pure): engine arguments, environment, cores."""
 from __future__ import annotations
 
-import collections
-
-from runner.execution.sleep_pinning import PIN_AHEAD_ENV, offloaded_sizes
+from runner.execution.sleep_pinning import PIN_AHEAD_ENV
 from runner.scheduling.actor_spec import actor_env, cpu_binding, engine_for_actor
 from tests.unit.scheduling.plans import tp_plan
 
@@ -45,9 +43,3 @@ def test_an_engine_that_sleeps_pins_its_sleep_buffers_during_its_init_where_aske
     assert PIN_AHEAD_ENV not in actor_env(base={}, engine=engine, environ={}, sleeps=True)
     assert PIN_AHEAD_ENV not in actor_env(base={}, engine=engine, environ={}, pin_ahead=True)
 
-
-def test_the_buffers_pinned_ahead_are_those_a_level_one_sleep_backs_up():
-    allocation = collections.namedtuple("allocation", "handle tag")
-    allocations = {1: allocation((0, 64 << 20), "weights"), 2: allocation((0, 8 << 30), "kv_cache"),
-                   3: allocation((0, 2 << 20), "weights")}
-    assert offloaded_sizes(allocations) == [64 << 20, 2 << 20]
