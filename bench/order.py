@@ -33,7 +33,8 @@ def start_engine(ray, *, warmup: str, actor_class=None, workloads: dict | None =
 
     plan = build_plan(run_config(sweep_name="order", model="tiny-mtp",
                       grid={"spec_method": ["off"], "max_model_len": [1024], "enable_prefix_caching": [True]},
-                      workloads=workloads or {"decode": {}}, engine_args={"enforce_eager": True, "max_num_seqs": 8, "seed": 0}))
+                      workloads=workloads or {"decode": {}},
+                      engine_args={"enforce_eager": True, "max_num_seqs": 8, "seed": 0}))
     engine = plan.engines[0]
     actor = ray.remote(num_cpus=1, max_restarts=0)(actor_class or EngineActor).remote(
         env={"VLLM_CPU_KVCACHE_SPACE": "1", "TOKENIZERS_PARALLELISM": "false"},

@@ -1,12 +1,12 @@
 """An engine's first sleep, paid inside vLLM's init: its host buffers are pinned while the init compiles.
 
 Sleep mode (level 1) copies the weights into pinned host memory, one buffer per weight allocation; torch's
-host allocator pins them on the first sleep (3.7–3.9 s an engine on the H200 host for a 7B model) and keeps
-them for every later one (0.4 s). Those first sleeps sit on the command's critical path: the next engine
-cannot load until the last one has slept. Here the engine-core process pins buffers of the same sizes on a
-thread as soon as the weights are loaded, then frees them into torch's host cache, where the first sleep
-finds them; the thread runs beside vLLM's memory profiling and torch.compile and is joined before the CUDA
-graphs are captured (a capture forbids other threads' allocations).
+host allocator pins them on the first sleep (seconds an engine for a 7B model: docs/benchmarks.md) and keeps
+them for every later one, which takes a tenth of that. Those first sleeps sit on the command's critical path:
+the next engine cannot load until the last one has slept. Here the engine-core process pins buffers of the
+same sizes on a thread as soon as the weights are loaded, then frees them into torch's host cache, where the
+first sleep finds them; the thread runs beside vLLM's memory profiling and torch.compile and is joined before
+the CUDA graphs are captured (a capture forbids other threads' allocations).
 
 Installed in the engine-core process only (runner/execution/engine_process.py: the fork server's child) and
 only where the actor's engine sleeps (`PIN_AHEAD_ENV`, set by runner/scheduling/actor_spec.py); a vLLM whose
@@ -78,10 +78,11 @@ def install() -> bool:
     try:
         from vllm.device_allocator.cumem import CuMemAllocator
         from vllm.v1.worker.gpu_worker import Worker
-    except Exception as exc:
+
+        wrap_worker(Worker, CuMemAllocator)
+    except Exception as exc:  # another vLLM's names: its first sleep pins as it always did
         print(f"runner: sleep buffers not pinned ahead: {type(exc).__name__}: {exc}", file=sys.stderr)
         return False
-    wrap_worker(Worker, CuMemAllocator)
     return True
 
 

@@ -66,7 +66,8 @@ class ExecutionSettings:
                    shutdown_timeout_s=float(execution.shutdown_timeout_s), race=sweep.race,
                    race_tie_band=float(sweep.race_tie_band),
                    cpu_kv_gib=float(config.engine.cpu_kvcache_space_gib or 1), engine_start=execution.engine_start,
-                   sleep_pin_ahead=bool(execution.sleep_pin_ahead), keep_engines=bool(execution.keep_engines), pool=execution.pool,
+                   sleep_pin_ahead=bool(execution.sleep_pin_ahead), keep_engines=bool(execution.keep_engines),
+                   pool=execution.pool,
                    pool_ttl_s=float(execution.pool_ttl_s))
 
 

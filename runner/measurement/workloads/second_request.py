@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from runner.measurement.prompts import derived_seed, prompt_maker
 from runner.measurement.workloads.base import REPEAT_TTFT_P50, RequestResult, TrialContext, Workload, WorkloadParams
 
-COLD_OUTPUT_TOKENS = 1  # the cold request fills the cache and gives the cold TTFT; what it decodes is measured nowhere
+COLD_OUTPUT_TOKENS = 1  # the cold request fills the cache and gives the cold TTFT; no figure reads its decode
 
 
 @dataclass(kw_only=True)
@@ -48,8 +48,8 @@ class SecondRequest(Workload):
             if phase == "repeat":
                 await ctx.window.begin()
             results.extend(await asyncio.gather(*(
-                engine.stream(prompt_token_ids=prompt, max_tokens=p.output_len if phase == "repeat" else COLD_OUTPUT_TOKENS,
-                              session=s, turn=turn, phase=phase)
+                engine.stream(prompt_token_ids=prompt, session=s, turn=turn, phase=phase,
+                              max_tokens=p.output_len if phase == "repeat" else COLD_OUTPUT_TOKENS)
                 for s, prompt in enumerate(prompts))))
         await ctx.window.end()
         return results
