@@ -88,7 +88,8 @@ def run_sweep(cfg: DictConfig, *, run_dir: Path, config: Optional[RunConfig] = N
         device = config.engine.device
         capacity = dry_run_capacity(config.cluster, device=device)
         print(describe_plan(first.plan, done=done, parallel=capacity.max_parallel_engines if capacity else 0))
-        print("\n".join(describe_devices(first.plan, device=device, capacity=capacity, done=done)))
+        print("\n".join(describe_devices(first.plan, device=device, capacity=capacity, done=done,
+                                            seed=config.execution.order_seed)))
         return 0
     from runner.config.presets import apply_preset
 

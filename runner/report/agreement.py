@@ -49,6 +49,15 @@ def binomial_two_sided(successes: int, n: int, p: float = 0.5) -> float:
     return min(1.0, sum(q for q in probs if q <= seen * (1 + 1e-9)))
 
 
+def sign_test(above: int, below: int) -> tuple[float, str]:
+    """Two-sided sign test over ratios above and below 1: its p-value and how the report writes it ("p = 0.42";
+    None where so few ratios could never give p < 0.05)."""
+    p = binomial_two_sided(above, above + below)
+    if binomial_two_sided(0, above + below) >= 0.05:
+        return p, None
+    return p, f"p {'< 0.01' if p < 0.01 else f'= {p:.2f}'}"
+
+
 def binomial_range(n: int, p: float, *, level: float = 0.95) -> tuple[int, int]:
     """The central range of a Binomial(n, p) count holding at least `level` of its mass."""
     probs = [math.comb(n, i) * p ** i * (1 - p) ** (n - i) for i in range(n + 1)]
@@ -72,15 +81,16 @@ def agreement_line(rows: pd.DataFrame) -> str:
     within = int(((rows.ratio - 1).abs() <= BAND).sum())
     above = int((rows.ratio > 1).sum())
     below = int((rows.ratio < 1).sum())
-    p_shift = binomial_two_sided(above, above + below)
+    p_shift, p_text = sign_test(above, below)
     inside, samples = int(rows.inside.sum()), int(rows.n_later.sum())
     p_inside = float((rows.p_inside * rows.n_later).sum() / samples)
     low, high = binomial_range(samples, p_inside)  # the samples share their reference: an approximation
     expected = "as equal distributions give" if low <= inside <= high else (
         "fewer than equal distributions give: they differ" if inside < low else "more than equal distributions give")
     shift = "no shift" if p_shift >= 0.05 else ("the later run better" if above > below else "the later run worse")
+    test = f"sign test {p_text}: {shift}" if p_text else "too few for a sign test to show a shift"
     return (f"{rows.source.iloc[0]} against {rows.reference.iloc[0]} at {n} shared points: {within} within "
             f"{BAND:.0%} of its median (median ratio {rows.ratio.median():.3f}, {rows.ratio.min():.3f}–"
             f"{rows.ratio.max():.3f}; > 1: {rows.source.iloc[0]} better); better at {above}, worse at {below} "
-            f"(sign test p {'< 0.01' if p_shift < 0.01 else f'= {p_shift:.2f}'}: {shift}); {inside} of {samples} figures inside the reference's range at "
-            f"their point, {low}–{high} expected if the two agree ({expected})")
+            f"({test}); {inside} of {samples} figures inside the reference's range at their point, {low}–{high} "
+            f"expected if the two agree ({expected})")

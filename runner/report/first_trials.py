@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from runner.report.agreement import sign_test
 from runner.report.samples import POINT, better_ratio, ok_trial_values
 
 BAND = 0.10  # a first trial within 10 % of the later rounds' median passes
@@ -113,7 +114,20 @@ def point_line(checks: pd.DataFrame, *, band: float = BAND) -> str:
     farthest = checks.iloc[(checks.ratio - 1).abs().argmax()]
     return (f"{inside} of {len(checks)} points' first measurements within {band:.0%} of their later repeats, "
             f"{worse} worse by more and {better} better (median ratio {checks.ratio.median():.3f}: below 1, first "
-            f"measurements run worse; farthest: {farthest.ratio:.2f}×, {farthest.workload} c={farthest.concurrency})")
+            f"measurements run worse; farthest: {farthest.ratio:.2f}×, {farthest.workload} c={farthest.concurrency}); "
+            f"{shift_text(checks)}")
+
+
+def shift_text(checks: pd.DataFrame) -> str:
+    """Whether first figures run worse than their later ones as a rule, beyond each one's spread: a sign test over
+    the checks' ratios (a first-use cost left in the figures moves most of them one way)."""
+    better, worse = int((checks.ratio > 1).sum()), int((checks.ratio < 1).sum())
+    p, p_text = sign_test(better, worse)
+    if p_text is None:
+        return f"the first better at {better}, worse at {worse}: too few for a sign test to show a shift"
+    verdict = "no first-use cost shows" if p >= 0.05 else (
+        "the first run worse as a rule: a first-use cost may be left" if worse > better else "the first better")
+    return f"the first better at {better}, worse at {worse} (sign test {p_text}: {verdict})"
 
 
 def summary_line(checks: pd.DataFrame, *, band: float = BAND) -> str:
@@ -127,7 +141,8 @@ def summary_line(checks: pd.DataFrame, *, band: float = BAND) -> str:
     spread = (f"; of the {len(outside)} outside, {wide} at points whose later rounds differ among themselves by "
               f"more than {band:.0%}") if len(outside) else ""
     return (f"{counts} within {band:.0%} of the same point in later rounds (worst: {worst.ratio:.2f}× after a "
-            f"{worst.after}, {worst.workload} c={worst.concurrency}){spread}")
+            f"{worst.after}, {worst.workload} c={worst.concurrency}){spread}; over all {len(checks)}, "
+            f"{shift_text(checks)}")
 
 
 def _counts_by_event(checks: pd.DataFrame, *, band: float) -> tuple[str, object]:

@@ -6,7 +6,7 @@ from typing import Optional
 from runner.config.execution import Residency
 from runner.plan.grid import EngineConfig, Plan
 from runner.scheduling.device import policy_for
-from runner.scheduling.order import assign_lanes, lane_count, lane_width
+from runner.scheduling.order import assign_lanes, lane_count, lane_steps, lane_width
 from runner.scheduling.settings import Capacity
 
 
@@ -43,9 +43,10 @@ def describe_rounds(plan: Plan, *, device: str, resident: Residency) -> list[str
             f"where they do not fit, one load per engine per round"]
 
 
-def describe_devices(plan: Plan, *, device: str, capacity: Optional[Capacity], done: set[str]) -> list[str]:
-    """The plan's lines about devices: lanes, what one engine occupies, and each lane's engines as the run
-    assigns them."""
+def describe_devices(plan: Plan, *, device: str, capacity: Optional[Capacity], done: set[str],
+                     seed: int = 0) -> list[str]:
+    """The plan's lines about devices: lanes, what one engine occupies, each lane's engines as the run assigns
+    them, and the trial each engine's first visit opens with (`seed`: execution.order_seed)."""
     policy = policy_for(device)
     tps = sorted({e.settings.tensor_parallel_size for e in plan.engines}) or [1]
     if policy.gpus_per_tp_rank:
@@ -63,6 +64,15 @@ def describe_devices(plan: Plan, *, device: str, capacity: Optional[Capacity], d
              f"{lane_width(plan, policy=policy)} unit(s), longest group first"]
     for i, ids in enumerate(assign_lanes(plan, lanes=lanes, skip_trial_ids=done)):
         lines.append(f"  lane {i}: {' -> '.join(ids) if ids else '(idle)'}")
+    steps = lane_steps(plan, policy=policy, units=capacity.device_units, max_parallel=capacity.max_parallel_engines,
+                       seed=seed, skip_trial_ids=done)
+    opening = {}
+    for step in (step for lane in steps for step in lane):
+        opening.setdefault(step.engine_id, step.trials[0])
+    if opening:
+        lines.append("each engine's first visit opens with (checked against its later rounds; run twice, the second "
+                     "kept, unless execution.first_trial_twice=false):")
+        lines += [f"  {engine_id}: {t.workload} c={t.concurrency} {t.params_json}" for engine_id, t in opening.items()]
     return lines
 
 

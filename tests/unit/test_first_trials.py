@@ -31,7 +31,8 @@ def test_a_cold_first_trial_after_a_load_is_caught_and_a_warm_one_after_a_wake_p
     line = summary_line(checks)
     assert line.startswith("0 of 1 first trials after a load and 0 of 1 first trials after a wake")
     # The wake's point spreads 37 % across its other rounds: wider than the band the check asks of the first.
-    assert line.endswith("; of the 2 outside, 1 at points whose later rounds differ among themselves by more than 10%")
+    assert "; of the 2 outside, 1 at points whose later rounds differ among themselves by more than 10%; " in line
+    assert line.endswith("over all 2, the first better at 1, worse at 1: too few for a sign test to show a shift")
 
 
 def test_nothing_to_check_without_a_timeline_or_a_repeat():
@@ -65,5 +66,17 @@ def test_the_point_line_counts_worse_and_better_apart_and_names_the_farthest():
     line = point_line(checks)
     assert line.startswith("2 of 4 points' first measurements within 10% of their later repeats, 1 worse by more "
                            "and 1 better")
-    assert line.endswith("farthest: 1.30×, multi_turn c=8)")
+    assert "farthest: 1.30×, multi_turn c=8); the first better at 1, worse at 2: too few" in line
     assert point_line(checks.iloc[0:0]) == ""
+
+
+def test_the_sign_test_says_whether_first_figures_run_worse_as_a_rule():
+    from runner.report.first_trials import shift_text
+
+    worse = pd.DataFrame({"ratio": [0.97, 0.95, 0.99, 0.9, 0.98, 0.96, 0.94, 1.01]})  # 7 of 8 worse: p = 0.07
+    assert shift_text(worse) == "the first better at 1, worse at 7 (sign test p = 0.07: no first-use cost shows)"
+    worse = pd.concat([worse, pd.DataFrame({"ratio": [0.93, 0.97]})])  # 9 of 10: p = 0.02
+    assert shift_text(worse).endswith("(sign test p = 0.02: the first run worse as a rule: a first-use cost may "
+                                      "be left)")
+    even = pd.DataFrame({"ratio": [1.2, 0.8] * 8})
+    assert shift_text(even).endswith("(sign test p = 1.00: no first-use cost shows)")

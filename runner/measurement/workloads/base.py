@@ -92,6 +92,12 @@ class WorkloadParams:
         """The longest prompt + output any request of this workload may need."""
         raise NotImplementedError
 
+    def tokens_decoded_in_turn(self) -> int:
+        """Output tokens one session decodes one after another (each a decode step of the batch): with the
+        prompt tokens, what a run's length goes by on a GPU, where a decode step costs as much as hundreds of
+        prefill tokens."""
+        return int(getattr(self, "output_len", 0) or 0)
+
     def validate(self) -> list[str]:
         """Messages for values no run can use (sizes below one, …)."""
         errors = []

@@ -27,6 +27,9 @@ class DecodeParams(OpenLoopParams):
     def max_sequence_tokens(self) -> int:
         return self.input_len + self.output_len
 
+    def tokens_decoded_in_turn(self) -> int:
+        return self.requests_per_session * self.output_len
+
 
 class Decode(Workload):
     name = "decode"

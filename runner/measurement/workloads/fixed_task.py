@@ -26,6 +26,9 @@ class FixedTaskParams(WorkloadParams):
     def max_sequence_tokens(self) -> int:
         return self.input_len + self.output_len
 
+    def tokens_decoded_in_turn(self) -> int:
+        return (self.warmup + self.runs) * self.output_len
+
     def measured_phases(self) -> tuple[str, ...]:
         return ("measured",)
 

@@ -32,6 +32,9 @@ class LongContextParams(WorkloadParams):
     def max_sequence_tokens(self) -> int:
         return (self.context_len or 0) + TAIL_RESERVE + self.output_len
 
+    def tokens_decoded_in_turn(self) -> int:
+        return 2 * self.output_len  # the first request, then its repeat
+
     def validate(self) -> list[str]:
         errors = super().validate()
         if not 0.0 <= self.needle_depth <= 1.0:

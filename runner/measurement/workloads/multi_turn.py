@@ -30,6 +30,9 @@ class MultiTurnParams(OpenLoopParams):
     def max_sequence_tokens(self) -> int:
         return self.context_len + (self.turns - 1) * (self.output_len + self.turn_tokens) + self.output_len
 
+    def tokens_decoded_in_turn(self) -> int:
+        return self.turns * self.output_len
+
 
 class MultiTurn(Workload):
     name = "multi_turn"

@@ -27,6 +27,9 @@ class SecondRequestParams(WorkloadParams):
     def max_sequence_tokens(self) -> int:
         return self.input_len + self.output_len
 
+    def tokens_decoded_in_turn(self) -> int:
+        return COLD_OUTPUT_TOKENS + self.output_len
+
     def measured_phases(self) -> tuple[str, ...]:
         return ("repeat",)
 

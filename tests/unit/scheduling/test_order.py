@@ -4,9 +4,10 @@ from __future__ import annotations
 import dataclasses
 
 from runner.measurement.workloads.decode import DecodeParams
+from runner.plan.grid import Trial
 from runner.scheduling.device import CPU, CUDA
-from runner.scheduling.order import (assign_lanes, cheapest_first, lane_count, lane_steps, least_soon_needed,
-                                     next_position, pending_groups, round_steps, run_cost)
+from runner.scheduling.order import (JUDGED_SESSIONS, assign_lanes, lane_count, lane_steps, least_soon_needed,
+                                     next_position, opening_first, pending_groups, round_steps, run_cost)
 from tests.unit.scheduling.plans import rounds_plan, tp_plan
 
 
@@ -29,28 +30,50 @@ def test_resume_continues_the_interrupted_round():
     full = round_steps(plan, engine_ids=["e0", "e1"], seed=0)
     done = {t.trial_id for t in full[0].trials} | {full[1].trials[0].trial_id}
     resumed = round_steps(plan, engine_ids=["e0", "e1"], seed=0, skip_trial_ids=done)
-    assert resumed[0].round == 0 and resumed[0].trials == tuple(cheapest_first(list(full[1].trials[1:])))
+    assert resumed[0].round == 0 and resumed[0].trials == tuple(opening_first(list(full[1].trials[1:])))
     assert [s.round for s in resumed] == [0, 1, 1]
 
 
-def test_an_engines_first_visit_opens_with_its_cheapest_trial_the_rest_stay_shuffled():
+def test_an_engines_first_visit_opens_with_its_opening_trial_the_rest_stay_shuffled():
     plan = rounds_plan(engines=2, trials=5, repeats=3)
     big = {t.trial_id: dataclasses.replace(t, params=DecodeParams(input_len=4096)) for t in plan.trials
            if t.concurrency != 3}
     plan = dataclasses.replace(plan, trials=[big.get(t.trial_id, t) for t in plan.trials])
     steps = round_steps(plan, engine_ids=["e0", "e1"], seed=5)
     first_visits = [s for s in steps if s.round == 0]
-    assert all(s.trials[0].concurrency == 3 for s in first_visits)  # short prompts beat fewer sessions
+    assert all(s.trials[0].concurrency == 4 for s in first_visits)  # the most sessions: the figure to judge
     shuffled = [round_steps(plan, engine_ids=["e0", "e1"], seed=k)[2].trials for k in range(6)]
     assert len({tuple(t.trial_id for t in ts) for ts in shuffled}) > 1  # later visits: shuffled as before
-    assert run_cost(plan.trials[0]) == DecodeParams(input_len=4096).max_sequence_tokens()  # concurrency 0: one
 
 
-def test_cheapest_first_keeps_the_order_of_the_rest_and_the_first_of_equals():
-    plan = rounds_plan(engines=1, trials=4, repeats=1)
-    trials = list(reversed(plan.trials))  # concurrency 3, 2, 1, 0: 0 and 1 cost the same
-    assert [t.concurrency for t in cheapest_first(trials)] == [1, 3, 2, 0]
-    assert cheapest_first([]) == []
+def trial(concurrency: int, **params):
+    return Trial(trial_id=f"c{concurrency}-{sorted(params.items())}", engine_id="e0", workload="decode",
+                 params=DecodeParams(**params), concurrency=concurrency, repeat=0)
+
+
+def test_the_opening_trial_is_the_cheapest_run_of_those_with_enough_sessions_to_judge():
+    one_session = trial(1, input_len=128, output_len=32)
+    shared_prefix_like = trial(16, input_len=4096, output_len=32)
+    longer_prompts = trial(16, input_len=16384, output_len=32)
+    multi_turn_like = trial(8, input_len=4096, output_len=64, requests_per_session=3)  # 192 decode steps in turn
+    trials = [one_session, multi_turn_like, longer_prompts, shared_prefix_like]
+    assert opening_first(trials) == [shared_prefix_like, one_session, multi_turn_like, longer_prompts]
+    assert run_cost(multi_turn_like) == (192, 8 * (4096 + 64))
+    beyond = trial(JUDGED_SESSIONS * 4, input_len=128, output_len=64)  # more sessions than the check needs
+    assert opening_first([beyond, shared_prefix_like])[0] == shared_prefix_like
+
+
+def test_without_enough_sessions_the_most_there_are_open():
+    trials = [trial(1, input_len=128), trial(4, input_len=2048), trial(2, input_len=128)]
+    assert [t.concurrency for t in opening_first(trials)] == [4, 1, 2]
+    assert opening_first([]) == []
+
+
+def test_equals_keep_their_order_and_a_trial_without_an_estimate_opens_last():
+    a, b = trial(2, input_len=128), trial(2, input_len=128, seed=1)
+    assert opening_first([a, b]) == [a, b] and opening_first([b, a]) == [b, a]
+    unknown = dataclasses.replace(a, params=object())
+    assert opening_first([unknown, b]) == [b, unknown]
 
 
 def test_lanes_balance_engines_and_each_runs_its_own_rounds():
