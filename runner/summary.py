@@ -14,7 +14,7 @@ SUMMARY_COLUMNS = {
 
 def summary_frame(trials):
     frame = trials.copy()
-    from runner.plan.labels import labels_of_rows
+    from runner.labels import labels_of_rows
 
     # The spec arm, then each setting in which this run's engines differ (kv_cache_dtype=fp8, pc=off, ...).
     label_of = labels_of_rows(frame.to_dict("records"))

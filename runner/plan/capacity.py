@@ -66,7 +66,7 @@ def capacity_warnings(plan, *, model: ModelSection, engine: EngineSection) -> li
     above max_num_seqs. Estimates from config.json; prefix sharing is not counted (an upper bound)."""
     import json
 
-    from runner.plan.labels import plan_labels
+    from runner.labels import plan_labels
 
     shape = model_shape(model)
     labels = plan_labels(plan.engines)

@@ -1,7 +1,7 @@
 """Arms (configurations under comparison) and workload points (where they are compared).
 
 An arm is everything about the engine that the sweep varied, labelled as the
-plan labels engines (runner.plan.labels): the spec arm always shows, every
+plan labels engines (runner.labels): the spec arm always shows, every
 other setting (prefix caching, memory budget, max length, engine arguments,
 API, model) only where arms differ; the source folder shows only when the same
 configuration appears in more than one folder.
@@ -15,7 +15,7 @@ import json
 import pandas as pd
 
 from runner.spec_arm import SpecArm
-from runner.plan.labels import engine_labels
+from runner.labels import engine_labels
 from runner.schema import EngineSettings
 
 ARM_FIELDS = ("model", "spec_method", "num_speculative_tokens", "enable_prefix_caching", "gpu_memory_utilization",

@@ -11,7 +11,7 @@ from runner.scheduling.settings import Capacity
 
 
 def describe_plan(plan: Plan, *, done: set[str], parallel: int) -> str:
-    from runner.plan.labels import plan_labels
+    from runner.labels import plan_labels
 
     labels = plan_labels(plan.engines)
     lines = [f"plan: {len(plan.engines)} engine configs, {len(plan.trials)} trials "
@@ -78,8 +78,8 @@ def describe_devices(plan: Plan, *, device: str, capacity: Optional[Capacity], d
 
 def engine_label(engine: EngineConfig, engines: Optional[list[EngineConfig]] = None) -> str:
     """The engine's id and label; with the plan's engines, the label names each setting in which they differ
-    (runner.plan.labels), else every setting."""
-    from runner.plan.labels import full_label, plan_labels
+    (runner.labels), else every setting."""
+    from runner.labels import full_label, plan_labels
 
     label = plan_labels(engines).get(engine.engine_id) if engines else None
     return f"{engine.engine_id} {label or full_label(engine.settings)}"

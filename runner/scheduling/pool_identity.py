@@ -75,7 +75,7 @@ def identity_of(engine: EngineConfig, *, model, device: str, vllm_version: str, 
 
 def summary_of(engine: EngineConfig) -> str:
     """The engine in words for `pool list`: its id, arm and settings."""
-    from runner.plan.labels import full_label
+    from runner.labels import full_label
 
     return f"{engine.engine_id} {full_label(engine.settings)}"
 

@@ -35,7 +35,7 @@ class Race:
     def arm(self, engine_id: str) -> str:
         if self._arms is None:
             try:
-                from runner.plan.labels import engine_labels
+                from runner.labels import engine_labels
 
                 engines = self.plan.engines
                 labels = engine_labels([e.settings for e in engines], apis=[e.api for e in engines])

@@ -76,7 +76,7 @@ def _clean(value):
 
 def trial_config(trial: dict, engine: dict | None, *, label: str | None = None) -> dict:
     """The trial's full configuration: its keys, engine settings and arguments, workload params, and the
-    engine's label among the run's engines (runner.plan.labels)."""
+    engine's label among the run's engines (runner.labels)."""
     config = {k: _clean(trial.get(k)) for k in TRIAL_CONFIG_KEYS}
     config["workload_params"] = json.loads(trial.get("workload_params_json") or "{}")
     config["engine_args"] = json.loads(trial.get("engine_args_json") or "{}")
@@ -257,7 +257,7 @@ def export_run(*, run_dir: Path, target: WandbTarget = WandbTarget(), echo: bool
         import wandb
 
         engine_of = {e["engine_id"]: e for e in engines}
-        from runner.plan.labels import labels_of_rows
+        from runner.labels import labels_of_rows
 
         label_of = labels_of_rows(trials)
         requests = _read_requests(run_dir)

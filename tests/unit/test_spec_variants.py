@@ -10,7 +10,7 @@ from runner.config.checks import ConfigError
 from runner.config.sections import run_config
 from runner.execution.spec_compat import schedule_graph_args
 from runner.plan.grid import build_plan
-from runner.plan.labels import plan_labels
+from runner.labels import plan_labels
 from runner.plan.spec_variants import speculative_config
 from tests.support.plans import plan_error
 from tests.support.results import Sweep
@@ -143,7 +143,7 @@ def test_piecewise_graphs_only_where_vllm_does_not_switch_itself():
 
 
 def test_labels_of_rows_read_back_with_nan_for_null():
-    from runner.plan.labels import labels_of_rows
+    from runner.labels import labels_of_rows
 
     base = {"model": "m", "spec_method": "mtp", "num_speculative_tokens": 3, "engine_args_json": "{}"}
     rows = [{**base, "engine_id": "a", "spec_schedule": float("nan"), "spec_acceptance_profile": float("nan")},

@@ -130,7 +130,7 @@ def test_grid_values_follow_vllm_rules_too():
 
 def test_labels_name_every_difference_and_nothing_shared():
     from runner.spec_arm import SpecArm
-    from runner.plan.labels import engine_labels
+    from runner.labels import engine_labels
     from runner.schema import EngineSettings
 
     base = dict(model="m", max_model_len=1024)
