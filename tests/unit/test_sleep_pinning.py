@@ -15,9 +15,9 @@ def test_the_buffers_pinned_ahead_are_those_a_level_one_sleep_backs_up():
     assert sleep_pinning.offloaded_sizes(ALLOCATIONS) == [64 << 20, 2 << 20]
 
 
-def _stand_ins(calls: list):
+def _stand_ins(calls: list, allocations=ALLOCATIONS):
     class Allocator:
-        pointer_to_data = ALLOCATIONS
+        pointer_to_data = allocations
 
         @classmethod
         def get_instance(cls):
@@ -55,3 +55,12 @@ def test_an_engine_that_does_not_sleep_on_cuda_pins_nothing(monkeypatch):
     worker = _stand_ins(calls)()
     worker.load_model()
     assert not hasattr(worker, "_runner_pinning") and worker.compile_or_warm_up_model() == "compiled"
+
+
+def test_allocator_records_it_cannot_read_leave_the_load_and_the_first_sleep_as_vllm_has_them(monkeypatch, capsys):
+    calls: list = []
+    monkeypatch.setattr(sleep_pinning, "_sleep_mode_on_cuda", lambda worker: True)
+    worker = _stand_ins(calls, allocations={1: Allocation(None, "weights")})()
+    worker.load_model()
+    assert not hasattr(worker, "_runner_pinning") and worker.compile_or_warm_up_model() == "compiled"
+    assert "runner: sleep buffers not pinned ahead: TypeError" in capsys.readouterr().err
