@@ -9,6 +9,7 @@ share equal distributions give (a sample lands inside the range of k others with
 from __future__ import annotations
 
 import math
+from typing import Optional
 
 import pandas as pd
 
@@ -49,7 +50,7 @@ def binomial_two_sided(successes: int, n: int, p: float = 0.5) -> float:
     return min(1.0, sum(q for q in probs if q <= seen * (1 + 1e-9)))
 
 
-def sign_test(above: int, below: int) -> tuple[float, str]:
+def sign_test(above: int, below: int) -> tuple[float, Optional[str]]:
     """Two-sided sign test over ratios above and below 1: its p-value and how the report writes it ("p = 0.42";
     None where so few ratios could never give p < 0.05)."""
     p = binomial_two_sided(above, above + below)
