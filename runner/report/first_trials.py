@@ -92,17 +92,18 @@ def first_run_line(checks: pd.DataFrame, *, band: float = BAND) -> str:
 def first_at_point_checks(trials: pd.DataFrame, samples: pd.DataFrame) -> pd.DataFrame:
     """Per trial point with two or more repeats: its first measurement (the engine's first sight of that shape,
     right after its warm-up) against the median of the others."""
+    columns = ["source", *POINT, "first", "later_median", "ratio"]
     rows = []
     if not len(trials) or not len(samples):
-        return pd.DataFrame(columns=["ratio"])
+        return pd.DataFrame(columns=columns)
     ok = ok_trial_values(trials, samples)
     for key, group in ok.sort_values("started_at").groupby(["source", *POINT], sort=False):
         if len(group) < 2:
             continue
         first, later = float(group.value.iloc[0]), float(group.value.iloc[1:].median())
-        rows.append({"workload": group.workload.iloc[0], "concurrency": int(group.concurrency.iloc[0]),
-                     "ratio": better_ratio(group.workload.iloc[0], first, later)})
-    return pd.DataFrame(rows, columns=["workload", "concurrency", "ratio"])
+        rows.append({**dict(zip(["source", *POINT], key)), "concurrency": int(group.concurrency.iloc[0]),
+                     "first": first, "later_median": later, "ratio": better_ratio(group.workload.iloc[0], first, later)})
+    return pd.DataFrame(rows, columns=columns)
 
 
 def point_line(checks: pd.DataFrame, *, band: float = BAND) -> str:

@@ -245,7 +245,8 @@ def first_trial_section(a) -> str:
     twice = first_run_checks(r.trials, samples, first_runs, sample_values(first_runs, r.first_run_requests)
                              if first_runs is not None and len(first_runs) else samples.iloc[0:0], r.engines)
     checks = first_trial_checks(r.trials, samples, getattr(r, "phases", None))
-    points = point_line(first_at_point_checks(r.trials, samples))
+    at_points = first_at_point_checks(r.trials, samples)
+    points = point_line(at_points)
     if not len(checks) and not points and not len(twice):
         return ""
     parts = []
@@ -255,6 +256,10 @@ def first_trial_section(a) -> str:
     if len(outside):
         parts += ["Against later rounds, outside the band:", md_table(outside.drop(columns=["source"]).round(
             {"first": 4, "later_median": 4, "later_spread": 3, "ratio": 3}))]
+    worse = at_points[at_points.ratio < 1 - BAND]
+    if len(worse):
+        parts += [f"Points whose first measurement ran worse than their later repeats by more than {BAND:.0%}:",
+                  md_table(worse.drop(columns=["source"]).round({"first": 4, "later_median": 4, "ratio": 3}))]
     twice_text = (f"Each engine's first trial after a load or a pool wake ran twice with the same prompts and keeps "
                   f"the second: {first_run_line(twice)}. ") if len(twice) else ""
     return section("First trials", f"Warm-up{_warmup_modes(r.trials)} keeps first-use costs out of the figures; this "

@@ -80,3 +80,17 @@ def test_the_sign_test_says_whether_first_figures_run_worse_as_a_rule():
                                       "be left)")
     even = pd.DataFrame({"ratio": [1.2, 0.8] * 8})
     assert shift_text(even).endswith("(sign test p = 1.00: no first-use cost shows)")
+
+
+def test_each_points_first_measurement_against_its_later_repeats_names_the_point():
+    from runner.report.first_trials import first_at_point_checks
+
+    trials = pd.DataFrame([_trial("a0", started_at=10, round_=0), _trial("b0", concurrency=4, started_at=11, round_=0),
+                           _trial("a1", started_at=30, round_=1), _trial("b1", concurrency=4, started_at=31, round_=1),
+                           _trial("a2", started_at=50, round_=2)])
+    samples = pd.DataFrame({"source": "s", "trial_id": ["a0", "b0", "a1", "b1", "a2"],
+                            "value": [70.0, 200.0, 100.0, 205.0, 102.0]})
+    checks = first_at_point_checks(trials, samples).set_index("concurrency")
+    assert checks.loc[1, "engine_id"] == "e-1" and checks.loc[1, "workload_params_json"] == "{}"
+    assert (checks.loc[1, "first"], checks.loc[1, "later_median"]) == (70.0, 101.0)
+    assert checks.loc[4, "ratio"] == pytest.approx(200 / 205)  # decode: higher is better
