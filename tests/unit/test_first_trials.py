@@ -13,12 +13,18 @@ def _trial(trial_id, *, engine="e-1", concurrency=1, started_at, round_):
             "status": "ok"}
 
 
-def test_a_cold_first_trial_after_a_load_is_caught_and_a_warm_one_after_a_wake_passes():
+def _three_rounds() -> tuple[pd.DataFrame, pd.DataFrame]:
+    """One engine's two points over rounds 0-2 (decode tok/s): c=1 at 70, 100, 102; c=4 at 200, 205."""
     trials = pd.DataFrame([_trial("a0", started_at=10, round_=0), _trial("b0", concurrency=4, started_at=11, round_=0),
                            _trial("a1", started_at=30, round_=1), _trial("b1", concurrency=4, started_at=31, round_=1),
                            _trial("a2", started_at=50, round_=2)])
     samples = pd.DataFrame({"source": "s", "trial_id": ["a0", "b0", "a1", "b1", "a2"],
                             "value": [70.0, 200.0, 100.0, 205.0, 102.0]})
+    return trials, samples
+
+
+def test_a_cold_first_trial_after_a_load_is_caught_and_a_warm_one_after_a_wake_passes():
+    trials, samples = _three_rounds()
     phases = pd.DataFrame([{"source": "s", "phase": "start", "engine_id": "e-1", "started_at": 5.0},
                            {"source": "s", "phase": "wake", "engine_id": "e-1", "started_at": 29.0},
                            {"source": "s", "phase": "trial", "engine_id": "e-1", "started_at": 10.0}])
@@ -85,11 +91,7 @@ def test_the_sign_test_says_whether_first_figures_run_worse_as_a_rule():
 def test_each_points_first_measurement_against_its_later_repeats_names_the_point():
     from runner.report.first_trials import first_at_point_checks
 
-    trials = pd.DataFrame([_trial("a0", started_at=10, round_=0), _trial("b0", concurrency=4, started_at=11, round_=0),
-                           _trial("a1", started_at=30, round_=1), _trial("b1", concurrency=4, started_at=31, round_=1),
-                           _trial("a2", started_at=50, round_=2)])
-    samples = pd.DataFrame({"source": "s", "trial_id": ["a0", "b0", "a1", "b1", "a2"],
-                            "value": [70.0, 200.0, 100.0, 205.0, 102.0]})
+    trials, samples = _three_rounds()
     checks = first_at_point_checks(trials, samples).set_index("concurrency")
     assert checks.loc[1, "engine_id"] == "e-1" and checks.loc[1, "workload_params_json"] == "{}"
     assert (checks.loc[1, "first"], checks.loc[1, "later_median"]) == (70.0, 101.0)
