@@ -101,8 +101,9 @@ def first_at_point_checks(trials: pd.DataFrame, samples: pd.DataFrame) -> pd.Dat
         if len(group) < 2:
             continue
         first, later = float(group.value.iloc[0]), float(group.value.iloc[1:].median())
+        workload = group.workload.iloc[0]
         rows.append({**dict(zip(["source", *POINT], key)), "concurrency": int(group.concurrency.iloc[0]),
-                     "first": first, "later_median": later, "ratio": better_ratio(group.workload.iloc[0], first, later)})
+                     "first": first, "later_median": later, "ratio": better_ratio(workload, first, later)})
     return pd.DataFrame(rows, columns=columns)
 
 
