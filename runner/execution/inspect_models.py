@@ -1,9 +1,11 @@
 """`python -m runner.execution.inspect_models ARCH... [--mtp]`: fills vLLM's model-info cache for these
-architectures (and their MTP drafters with --mtp), side by side, in a process of its own.
+architectures (and their MTP drafters with --mtp), in a process of its own.
 
 vLLM inspects a model class in a subprocess the first time a machine loads it (kept in its cache folder,
-`modelinfos`); on a fresh H200 host that took ~24 s per architecture (target, then MTP drafter), serially, inside
-the first engine's load. The driver starts this beside its own start-up so that the first load finds the cache.
+`modelinfos`); on a fresh H200 host that took ~20 s inside the first engine's load. The driver starts this
+beside its own start-up so that the first load finds the cache. The inspection runs here, in this throwaway
+process, rather than in one more subprocess per architecture as vLLM does it: each of those imports vLLM again,
+which made this fill finish after the first load had already missed the cache.
 """
 from __future__ import annotations
 
@@ -17,7 +19,12 @@ def mtp_drafters(target: str, registered: list[str]) -> list[str]:
     return [name for name in registered if "MTP" in name and name.split("MTP", 1)[0].lower() == family]
 
 
+def _in_this_process(fn):
+    return fn()
+
+
 def main(argv: list[str]) -> int:
+    from vllm.model_executor.models import registry
     from vllm.model_executor.models.registry import ModelRegistry
 
     archs = [a for a in argv if not a.startswith("--")]
@@ -25,13 +32,12 @@ def main(argv: list[str]) -> int:
     if "--mtp" in argv:
         archs += [d for a in list(archs) for d in mtp_drafters(a, registered)]
     inspect = getattr(ModelRegistry, "_try_inspect_model_cls", None)
-    if inspect is None:
+    if inspect is None or not hasattr(registry, "_run_in_subprocess"):
         return 0
-    from concurrent.futures import ThreadPoolExecutor
-
-    # Side by side: each inspection is a subprocess of vLLM's, and the first load needs all of them.
-    with ThreadPoolExecutor(max_workers=max(1, len(archs))) as pool:
-        list(pool.map(inspect, dict.fromkeys(archs)))
+    # vLLM keeps CUDA out of the process that inspects; this one exits right after, so it may import here.
+    registry._run_in_subprocess = _in_this_process
+    for arch in dict.fromkeys(archs):
+        inspect(arch)
     return 0
 
 

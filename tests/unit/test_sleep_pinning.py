@@ -64,3 +64,29 @@ def test_allocator_records_it_cannot_read_leave_the_load_and_the_first_sleep_as_
     worker.load_model()
     assert not hasattr(worker, "_runner_pinning") and worker.compile_or_warm_up_model() == "compiled"
     assert "runner: sleep buffers not pinned ahead: TypeError" in capsys.readouterr().err
+
+
+def test_the_first_sleep_says_where_its_seconds_went_and_later_sleeps_run_untouched(capsys):
+    import gc
+
+    import torch
+
+    originals = (gc.collect, torch.cuda.empty_cache)
+
+    class Worker:
+        def load_model(self):
+            pass
+
+        def compile_or_warm_up_model(self):
+            pass
+
+        def sleep(self, level=1):
+            gc.collect()  # what vLLM's allocator calls at the end of a sleep, by name
+            return level
+
+    sleep_pinning.wrap_worker(Worker, object)
+    worker = Worker()
+    assert worker.sleep(level=1) == 1 and (gc.collect, torch.cuda.empty_cache) == originals
+    first = capsys.readouterr().err
+    assert "runner: first sleep" in first and "gc.collect" in first and "copies and releases" in first
+    assert worker.sleep() == 1 and capsys.readouterr().err == ""
