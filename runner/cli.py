@@ -26,7 +26,8 @@ from runner.plan.validate import engine_arg_spec, validate
 from runner.schema import TrialStatus
 from runner.scheduling.settings import ExecutionSettings
 from runner.scheduling.startup_steps import StartupSteps
-from runner.scheduling.startup import begin_model_info, dry_run_capacity, prepare_builtin_model, start_ray
+from runner.scheduling.startup import (ModelInfoFill, begin_model_info, dry_run_capacity, prepare_builtin_model,
+                                      start_ray)
 
 
 def make_plan(config: RunConfig, *, check_engine_args: bool = True, warn=None) -> Plan:
@@ -209,6 +210,7 @@ class _Session:
     tracker: object
     progress: object
     launched: bool = False  # the command's launch span is on the timeline (once, before its first stage)
+    model_info: ModelInfoFill = dataclasses.field(default_factory=ModelInfoFill)
 
     @classmethod
     def open(cls, *, config: RunConfig, run_dir: Path, plan: Plan, previous: dict,
@@ -218,10 +220,12 @@ class _Session:
         from runner.sinks.tracking import open_tracker
 
         device = config.engine.device
+        model_info = ModelInfoFill()
         if not config.cluster.address:
             prepare_builtin_model(config.model)
             if device == "cuda":
-                begin_model_info(config.model, mtp=any(e.settings.spec_method == "mtp" for e in plan.engines))
+                model_info = begin_model_info(config.model,
+                                              mtp=any(e.settings.spec_method == "mtp" for e in plan.engines))
         steps.mark("run folder and model")
         capacity = start_ray(config.cluster, device=device,
                              pool=config.execution.pool if config.execution.keep_engines else None)
@@ -234,7 +238,7 @@ class _Session:
         steps.mark("tracker")
         print(steps.line(), flush=True)
         progress = tqdm(total=0, desc="trials", unit="trial", dynamic_ncols=True)
-        return cls(settings=settings, keys=keys, tracker=tracker, progress=progress)
+        return cls(settings=settings, keys=keys, tracker=tracker, progress=progress, model_info=model_info)
 
     def run(self, plan: Plan, *, config: RunConfig, sink, run_dir: Path, skip: set[str], todo: int,
             before_engines: Optional[Callable[[], None]] = None) -> None:
@@ -249,9 +253,16 @@ class _Session:
                               log_dir=run_dir / "logs", on_trial=self.tracker.log_trial,
                               on_engine=self.tracker.log_engine, progress=self.progress,
                               launched_at=None if self.launched else process_started_at(),
-                              before_engines=before_engines)
+                              before_engines=self._before_engines(before_engines))
         self.launched = True
         scheduler.run(skip_trial_ids=skip)
+
+    def _before_engines(self, then: Optional[Callable[[], None]]) -> Callable[[], None]:
+        def before_engines() -> None:
+            self.model_info.wait()
+            if then is not None:
+                then()
+        return before_engines
 
     def close(self, *, sink, completed: bool, export_later: list) -> None:
         self.progress.close()

@@ -65,7 +65,28 @@ def model_info_command(config_json: Path, *, mtp: bool) -> Optional[list[str]]:
     return [sys.executable, "-m", "runner.execution.inspect_models", *archs, *(["--mtp"] if mtp else [])]
 
 
-def begin_model_info(model: ModelSection, *, mtp: bool) -> Optional[subprocess.Popen]:
+class ModelInfoFill:
+    """The fill of vLLM's model-info cache, running beside the command's start-up. The first engine's start
+    waits for what is left of it (bounded): a load that misses the cache inspects the classes again itself,
+    which costs more than the rest of a fill begun that long before."""
+
+    WAIT_S = 30.0
+
+    def __init__(self, process: Optional[subprocess.Popen] = None):
+        self.process = process
+
+    def wait(self) -> None:
+        """Once; later calls return at once."""
+        process, self.process = self.process, None
+        if process is None:
+            return
+        try:
+            process.wait(timeout=self.WAIT_S)
+        except subprocess.TimeoutExpired:  # left running: the load inspects for itself, as without a fill
+            pass
+
+
+def begin_model_info(model: ModelSection, *, mtp: bool) -> ModelInfoFill:
     """vLLM's model-info cache filled beside Ray's start and the first actor's imports; a failure only leaves
     that cost where it was, in the first load."""
     from runner.models.source import resolve_model_source
@@ -73,15 +94,15 @@ def begin_model_info(model: ModelSection, *, mtp: bool) -> Optional[subprocess.P
     try:
         folder = Path(resolve_model_source(model).path)
     except Exception:
-        return None
+        return ModelInfoFill()
     command = model_info_command(folder / "config.json", mtp=mtp)
     if command is None:
-        return None
+        return ModelInfoFill()
     try:
-        return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                stdin=subprocess.DEVNULL)
+        return ModelInfoFill(subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                              stdin=subprocess.DEVNULL))
     except OSError:
-        return None
+        return ModelInfoFill()
 
 
 def prepare_builtin_model(model: ModelSection) -> None:

@@ -33,3 +33,33 @@ def test_startup_steps_say_where_the_seconds_went():
     assert steps.durations() == [("imports", 1.5), ("validation", 7.5), ("Ray", 4.0)]
     assert steps.line() == "start-up: imports 1.5 s · validation 7.5 s · Ray 4.0 s (total 13.0 s before the " \
                            "first engine's actor)"
+
+
+class _Fill:
+    """A stand-in for the fill's process (unit tests spawn none): finished, or still running past any wait."""
+
+    def __init__(self, *, running: bool):
+        self.running, self.waits = running, []
+
+    def wait(self, timeout=None):
+        import subprocess
+
+        self.waits.append(timeout)
+        if self.running:
+            raise subprocess.TimeoutExpired("fill", timeout)
+        return 0
+
+
+def test_the_first_engine_waits_for_the_model_info_fill_once_and_bounded():
+    from runner.scheduling.startup import ModelInfoFill
+
+    finished = _Fill(running=False)
+    fill = ModelInfoFill(finished)
+    fill.wait()
+    fill.wait()  # later engines: nothing left to wait for
+    assert finished.waits == [ModelInfoFill.WAIT_S]
+
+    running = _Fill(running=True)
+    ModelInfoFill(running).wait()  # gives up after the bound: the load inspects for itself
+    assert running.waits == [ModelInfoFill.WAIT_S]
+    ModelInfoFill().wait()  # no fill (CPU, a remote cluster): nothing to wait for
