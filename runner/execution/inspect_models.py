@@ -2,10 +2,10 @@
 architectures (and their MTP drafters with --mtp), in a process of its own.
 
 vLLM inspects a model class in a subprocess the first time a machine loads it (kept in its cache folder,
-`modelinfos`); on a fresh H200 host that took ~20 s inside the first engine's load. The driver starts this
-beside its own start-up so that the first load finds the cache. The inspection runs here, in this throwaway
-process, rather than in one more subprocess per architecture as vLLM does it: each of those imports vLLM again,
-which made this fill finish after the first load had already missed the cache.
+`modelinfos`); on a fresh H200 host that cost the first engine's load seconds (docs/benchmarks.md). The driver
+starts this beside its own start-up so that the first load finds the cache. The inspection runs here, in this
+throwaway process, rather than in one more subprocess per architecture as vLLM does it: each of those imports
+vLLM again, which made this fill finish after the first load had already missed the cache.
 """
 from __future__ import annotations
 

@@ -123,8 +123,8 @@ def wrap_worker(worker_class, allocator_class) -> None:
 
 class _FirstSleepSplit:
     """Times the first sleep's parts that vLLM's allocator calls by name (`gc.collect`, `torch.cuda.empty_cache`):
-    with its buffers pinned ahead the first sleep still ran ~7x a later one on the H200, and its log line says
-    where that goes. Later sleeps run untouched."""
+    with its buffers pinned ahead the first sleep still runs several times a later one on the H200
+    (docs/benchmarks.md), and its log line says where that goes. Later sleeps run untouched."""
 
     PARTS = ("gc.collect", "torch.cuda.empty_cache")
 
