@@ -25,8 +25,8 @@ def _in_this_process(fn):
 
 def main(argv: list[str]) -> int:
     from vllm.model_executor.models import registry
-    from vllm.model_executor.models.registry import ModelRegistry
 
+    ModelRegistry = registry.ModelRegistry
     archs = [a for a in argv if not a.startswith("--")]
     registered = list(ModelRegistry.get_supported_archs())
     if "--mtp" in argv:

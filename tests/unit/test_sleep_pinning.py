@@ -72,6 +72,7 @@ def test_the_first_sleep_says_where_its_seconds_went_and_later_sleeps_run_untouc
     import torch
 
     originals = (gc.collect, torch.cuda.empty_cache)
+    timed: list = []
 
     class Worker:
         def load_model(self):
@@ -81,12 +82,14 @@ def test_the_first_sleep_says_where_its_seconds_went_and_later_sleeps_run_untouc
             pass
 
         def sleep(self, level=1):
+            timed.append(gc.collect is not originals[0])
             gc.collect()  # what vLLM's allocator calls at the end of a sleep, by name
             return level
 
     sleep_pinning.wrap_worker(Worker, object)
     worker = Worker()
-    assert worker.sleep(level=1) == 1 and (gc.collect, torch.cuda.empty_cache) == originals
+    assert worker.sleep(level=1) == 1 and (gc.collect, torch.cuda.empty_cache) == originals  # put back
     first = capsys.readouterr().err
     assert "runner: first sleep" in first and "gc.collect" in first and "copies and releases" in first
     assert worker.sleep() == 1 and capsys.readouterr().err == ""
+    assert timed == [True, False]  # only the first sleep's calls went through the timers
