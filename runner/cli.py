@@ -26,8 +26,8 @@ from runner.plan.validate import engine_arg_spec, validate
 from runner.schema import TrialStatus
 from runner.scheduling.settings import ExecutionSettings
 from runner.scheduling.startup_steps import StartupSteps
-from runner.scheduling.startup import (ModelInfoFill, begin_model_info, dry_run_capacity, prepare_builtin_model,
-                                      start_ray)
+from runner.scheduling.startup import (ModelFolder, ModelInfoFill, begin_model_info, dry_run_capacity,
+                                      prepare_builtin_model, start_ray)
 
 
 def make_plan(config: RunConfig, *, check_engine_args: bool = True, warn=None) -> Plan:
@@ -220,16 +220,13 @@ class _Session:
         from runner.sinks.tracking import open_tracker
 
         device = config.engine.device
-        model_info = ModelInfoFill()
-        if not config.cluster.address:
-            prepare_builtin_model(config.model)
-            if device == "cuda":
-                model_info = begin_model_info(config.model,
-                                              mtp=any(e.settings.spec_method == "mtp" for e in plan.engines))
-        steps.mark("run folder and model")
+        steps.mark("run folder")
+        model = ModelFolder(lambda: _model_folder(config, plan))  # needs no Ray: built beside its start
         capacity = start_ray(config.cluster, device=device,
                              pool=config.execution.pool if config.execution.keep_engines else None)
-        steps.mark("Ray")
+        steps.mark("Ray (the model folder beside it)")
+        model_info = model.ready()  # before any actor resolves the model: one builder of its folder
+        steps.mark("model folder beyond that")
         for sig in previous:  # again: ray.init installs its own SIGTERM handler (which aborted the process)
             signal.signal(sig, _raise_interrupt)
         settings = ExecutionSettings.of(config, capacity=capacity)
@@ -272,6 +269,16 @@ class _Session:
         else:
             self.tracker.finish()
         _shutdown_ray()
+
+
+def _model_folder(config: RunConfig, plan: Plan) -> ModelInfoFill:
+    """The embedded model's folder (built on a local cluster) and vLLM's model-info fill for it (on CUDA)."""
+    if config.cluster.address:
+        return ModelInfoFill()
+    prepare_builtin_model(config.model)
+    if config.engine.device != "cuda":
+        return ModelInfoFill()
+    return begin_model_info(config.model, mtp=any(e.settings.spec_method == "mtp" for e in plan.engines))
 
 
 def _compact(sink) -> None:

@@ -22,6 +22,8 @@ import sys
 from multiprocessing.context import ForkServerProcess
 
 from runner.config.execution import EngineStart
+from runner.execution.ngram_jit import NGRAM_JIT_ENV
+from runner.execution.ngram_jit import install as install_ngram_jit
 from runner.execution.sleep_pinning import PIN_AHEAD_ENV
 from runner.execution.sleep_pinning import install as install_sleep_pinning
 
@@ -54,6 +56,8 @@ class _CarriedEnvProcess(ForkServerProcess):
             os.environ.update(carried)
         if os.environ.get(PIN_AHEAD_ENV) == "1":
             install_sleep_pinning()
+        if os.environ.get(NGRAM_JIT_ENV) == "1":
+            install_ngram_jit()
         super().run()
 
 

@@ -10,10 +10,12 @@ the CUDA graphs are captured (a capture forbids other threads' allocations).
 
 Installed in the engine-core process only (runner/execution/engine_process.py: the fork server's child) and
 only where the actor's engine sleeps (`PIN_AHEAD_ENV`, set by runner/scheduling/actor_spec.py); a vLLM whose
-worker or allocator differs leaves the first sleep as vLLM has it.
+worker or allocator differs leaves the first sleep as vLLM has it. The first two sleeps' log lines split their
+seconds into the allocator's calls (`_SleepSplit`): what a first sleep still pays beyond a later one.
 """
 from __future__ import annotations
 
+import inspect
 import sys
 import threading
 import time
@@ -90,6 +92,7 @@ def wrap_worker(worker_class, allocator_class) -> None:
     """The wrapping itself, on vLLM's classes (or stand-ins in a test)."""
     load_model, compile_or_warm_up = worker_class.load_model, worker_class.compile_or_warm_up_model
     sleep = getattr(worker_class, "sleep", None)
+    allocator_module = inspect.getmodule(allocator_class)
 
     def load_model_then_pin(self, *args, **kwargs):
         result = load_model(self, *args, **kwargs)
@@ -108,54 +111,80 @@ def wrap_worker(worker_class, allocator_class) -> None:
             self._runner_pinning = None
         return compile_or_warm_up(self, *args, **kwargs)
 
-    def sleep_timing_the_first(self, *args, **kwargs):
-        if getattr(self, "_runner_slept", False):
+    def sleep_split(self, *args, **kwargs):
+        number = getattr(self, "_runner_sleeps", 0) + 1
+        self._runner_sleeps = number
+        if number > len(_SleepSplit.ORDINALS):
             return sleep(self, *args, **kwargs)
-        self._runner_slept = True
-        with _FirstSleepSplit():
+        with _SleepSplit(_SleepSplit.ORDINALS[number - 1], allocator_module):
             return sleep(self, *args, **kwargs)
 
     worker_class.load_model = load_model_then_pin
     worker_class.compile_or_warm_up_model = compile_after_pinning
     if sleep is not None:
-        worker_class.sleep = sleep_timing_the_first
+        worker_class.sleep = sleep_split
 
 
-class _FirstSleepSplit:
-    """Times the first sleep's parts that vLLM's allocator calls by name (`gc.collect`, `torch.cuda.empty_cache`):
-    with its buffers pinned ahead the first sleep still runs several times a later one on the H200
-    (docs/benchmarks.md), and its log line says where that goes. Later sleeps run untouched."""
+_MISSING = object()
 
-    PARTS = ("gc.collect", "torch.cuda.empty_cache")
 
-    def __enter__(self) -> "_FirstSleepSplit":
+class _SleepSplit:
+    """Times the parts of a sleep that vLLM's allocator calls by name: with its buffers pinned ahead the first sleep
+    still runs several times a later one on the H200 (docs/benchmarks.md); the first and the second sleep's log
+    lines, side by side, say which part that is. Later sleeps run untouched."""
+
+    ORDINALS = ("first", "second")
+
+    def __init__(self, ordinal: str, allocator_module=None):
+        self.ordinal = ordinal
+        self.allocator_module = allocator_module
+        self.spent: dict[str, float] = {}
+        self.calls: dict[str, int] = {}
+        self._put_back: list[tuple] = []
+
+    def _parts(self) -> list[tuple]:
+        """(owner, attribute, label, counts): what a level-1 sleep calls (vLLM's CuMemAllocator.sleep)."""
         import gc
 
         import torch
 
-        self.spent = dict.fromkeys(self.PARTS, 0.0)
-        self._originals = (gc.collect, torch.cuda.empty_cache)
-        gc.collect = self._timed("gc.collect", gc.collect)
-        torch.cuda.empty_cache = self._timed("torch.cuda.empty_cache", torch.cuda.empty_cache)
+        module = self.allocator_module
+        pinned = lambda args, kwargs: bool(kwargs.get("pin_memory"))  # noqa: E731 (only the backups' buffers)
+        parts = [(gc, "collect", "gc.collect", None),
+                 (torch.cuda, "empty_cache", "torch.cuda.empty_cache", None),
+                 (torch, "empty", "pinned host buffers", pinned),
+                 (getattr(module, "libcudart", None), "cudaMemcpy", "copies to host", None),
+                 (module, "unmap_and_release", "unmap and release", None)]
+        return [part for part in parts if part[0] is not None and callable(getattr(part[0], part[1], None))]
+
+    def __enter__(self) -> "_SleepSplit":
+        for owner, attribute, label, counts in self._parts():
+            self.spent[label], self.calls[label] = 0.0, 0
+            own = vars(owner).get(attribute, _MISSING) if hasattr(owner, "__dict__") else _MISSING
+            self._put_back.append((owner, attribute, own))
+            setattr(owner, attribute, self._timed(label, getattr(owner, attribute), counts))
         self._started = time.perf_counter()
         return self
 
-    def _timed(self, part: str, call):
+    def _timed(self, label: str, call, counts):
         def timed(*args, **kwargs):
+            if counts is not None and not counts(args, kwargs):
+                return call(*args, **kwargs)
             started = time.perf_counter()
             try:
                 return call(*args, **kwargs)
             finally:
-                self.spent[part] += time.perf_counter() - started
+                self.spent[label] += time.perf_counter() - started
+                self.calls[label] += 1
         return timed
 
     def __exit__(self, *exc) -> None:
-        import gc
-
-        import torch
-
         total = time.perf_counter() - self._started
-        gc.collect, torch.cuda.empty_cache = self._originals
-        parts = ", ".join(f"{part} {seconds:.2f} s" for part, seconds in self.spent.items())
+        for owner, attribute, own in reversed(self._put_back):
+            if own is _MISSING:
+                delattr(owner, attribute)  # an instance's bound method: the class's shows through again
+            else:
+                setattr(owner, attribute, own)
+        parts = ", ".join(f"{label} {seconds:.2f} s ({self.calls[label]})" for label, seconds in self.spent.items())
         rest = total - sum(self.spent.values())
-        print(f"runner: first sleep {total:.2f} s: {parts}, copies and releases {rest:.2f} s", file=sys.stderr)
+        print(f"runner: {self.ordinal} sleep {total:.2f} s: {parts}, the rest {rest:.2f} s", file=sys.stderr)

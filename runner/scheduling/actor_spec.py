@@ -6,6 +6,7 @@ import os
 from typing import Optional
 
 from runner.execution.failures import FAULTS_ENV
+from runner.execution.ngram_jit import NGRAM_JIT_ENV
 from runner.execution.sleep_pinning import PIN_AHEAD_ENV
 from runner.plan.grid import EngineConfig
 
@@ -46,6 +47,8 @@ def actor_env(*, base: dict, engine: EngineConfig, environ: Optional[dict] = Non
         env.setdefault("PYTORCH_CUDA_ALLOC_CONF", SLEEP_PINNED_ALLOC)
     if sleeps and pin_ahead:
         env[PIN_AHEAD_ENV] = "1"
+    if engine.settings.spec_method == "ngram":  # its proposer's kernel compiles during the init (ngram_jit.py)
+        env[NGRAM_JIT_ENV] = "1"
     if engine.settings.tensor_parallel_size > 1:
         env.setdefault("VLLM_WORKER_MULTIPROC_METHOD", "spawn")
     if any(name in engine.engine_args for name in PER_ENGINE_KV_ARGS):

@@ -1,6 +1,7 @@
 """What stands between a command and its first engine, on the driver: the embedded model's folder, Ray (or the
 engine pool's head), and first-use costs that land on disk, started beside the command's own start-up instead of
-inside the first engine's load: Python's byte-compilation of the engine stack, and vLLM's model-info cache.
+inside the first engine's load: Python's byte-compilation of the engine stack, and vLLM's model-info cache. The
+model's folder is built on a thread while Ray starts (each takes seconds on a fresh GPU host: docs/benchmarks.md).
 
 An install without `.pyc` files (pip's `--no-compile`, an unpacked site folder, a machine that sets
 PYTHONDONTWRITEBYTECODE) makes every process that imports vLLM compile every module it touches; compiling the
@@ -14,9 +15,10 @@ import importlib.util
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 from runner.config.sections import ClusterSection, ModelSection
 
@@ -103,6 +105,30 @@ def begin_model_info(model: ModelSection, *, mtp: bool) -> ModelInfoFill:
                                               stdin=subprocess.DEVNULL))
     except OSError:
         return ModelInfoFill()
+
+
+class ModelFolder:
+    """The model's folder (and the model-info fill begun from it), prepared on a thread while the main thread starts
+    Ray (whose signal handlers want the main thread): neither needs the other. `ready` joins it and raises what it
+    raised, so a bad model still stops the command before any engine starts."""
+
+    def __init__(self, prepare: Callable[[], ModelInfoFill]):
+        self._fill: Optional[ModelInfoFill] = None
+        self._error: Optional[BaseException] = None
+        self._thread = threading.Thread(target=self._run, args=(prepare,), name="runner-model-folder", daemon=True)
+        self._thread.start()
+
+    def _run(self, prepare: Callable[[], ModelInfoFill]) -> None:
+        try:
+            self._fill = prepare()
+        except BaseException as exc:  # re-raised in the main thread by ready()
+            self._error = exc
+
+    def ready(self) -> ModelInfoFill:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._fill if self._fill is not None else ModelInfoFill()
 
 
 def prepare_builtin_model(model: ModelSection) -> None:

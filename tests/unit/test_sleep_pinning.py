@@ -66,12 +66,26 @@ def test_allocator_records_it_cannot_read_leave_the_load_and_the_first_sleep_as_
     assert "runner: sleep buffers not pinned ahead: TypeError" in capsys.readouterr().err
 
 
-def test_the_first_sleep_says_where_its_seconds_went_and_later_sleeps_run_untouched(capsys):
+def test_the_first_two_sleeps_say_where_their_seconds_went_and_later_sleeps_run_untouched(capsys):
     import gc
+    import types
 
     import torch
 
-    originals = (gc.collect, torch.cuda.empty_cache)
+    class Library:
+        def cudaMemcpy(self, dst, src, size):  # noqa: N802 (vLLM's name)
+            return 0
+
+    # A stand-in for vLLM's cumem module: the names its allocator's sleep calls.
+    cumem = types.ModuleType("stand_in_cumem")
+    cumem.libcudart = Library()
+    cumem.unmap_and_release = lambda handle: None
+
+    class Allocator:
+        pass
+
+    Allocator.__module__ = cumem.__name__
+    originals = (gc.collect, torch.cuda.empty_cache, torch.empty, cumem.unmap_and_release)
     timed: list = []
 
     class Worker:
@@ -81,15 +95,31 @@ def test_the_first_sleep_says_where_its_seconds_went_and_later_sleeps_run_untouc
         def compile_or_warm_up_model(self):
             pass
 
-        def sleep(self, level=1):
+        def sleep(self, level=1):  # what vLLM's allocator calls in a level-1 sleep, by name
             timed.append(gc.collect is not originals[0])
-            gc.collect()  # what vLLM's allocator calls at the end of a sleep, by name
+            backup = torch.empty(16, dtype=torch.uint8, device="cpu", pin_memory=False)
+            cumem.libcudart.cudaMemcpy(backup.data_ptr(), 0, 16)
+            cumem.unmap_and_release((0, 16))
+            gc.collect()
             return level
 
-    sleep_pinning.wrap_worker(Worker, object)
-    worker = Worker()
-    assert worker.sleep(level=1) == 1 and (gc.collect, torch.cuda.empty_cache) == originals  # put back
-    first = capsys.readouterr().err
-    assert "runner: first sleep" in first and "gc.collect" in first and "copies and releases" in first
-    assert worker.sleep() == 1 and capsys.readouterr().err == ""
-    assert timed == [True, False]  # only the first sleep's calls went through the timers
+    import sys
+
+    sys.modules[cumem.__name__] = cumem
+    try:
+        sleep_pinning.wrap_worker(Worker, Allocator)
+        worker = Worker()
+        assert worker.sleep(level=1) == 1
+        first = capsys.readouterr().err
+        assert worker.sleep() == 1
+        second = capsys.readouterr().err
+        assert worker.sleep() == 1 and capsys.readouterr().err == ""
+    finally:
+        del sys.modules[cumem.__name__]
+    assert (gc.collect, torch.cuda.empty_cache, torch.empty, cumem.unmap_and_release) == originals  # put back
+    assert "cudaMemcpy" not in vars(cumem.libcudart)  # the instance's timer gone: the class's method again
+    assert first.startswith("runner: first sleep") and second.startswith("runner: second sleep")
+    for part in ("gc.collect", "torch.cuda.empty_cache", "copies to host 0.00 s (1)", "unmap and release",
+                 "pinned host buffers 0.00 s (0)", "the rest"):  # an unpinned buffer is no backup's
+        assert part in first
+    assert timed == [True, True, False]  # the first two sleeps' calls went through the timers, the third's not

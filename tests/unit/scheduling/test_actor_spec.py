@@ -1,6 +1,9 @@
 """What an actor is given (pure): engine arguments, environment, cores."""
 from __future__ import annotations
 
+import dataclasses
+
+from runner.execution.ngram_jit import NGRAM_JIT_ENV
 from runner.execution.sleep_pinning import PIN_AHEAD_ENV
 from runner.scheduling.actor_spec import actor_env, cpu_binding, engine_for_actor
 from tests.unit.scheduling.plans import tp_plan
@@ -43,3 +46,11 @@ def test_an_engine_that_sleeps_pins_its_sleep_buffers_during_its_init_where_aske
     assert PIN_AHEAD_ENV not in actor_env(base={}, engine=engine, environ={}, sleeps=True)
     assert PIN_AHEAD_ENV not in actor_env(base={}, engine=engine, environ={}, pin_ahead=True)
 
+
+
+def test_an_ngram_engine_compiles_its_proposer_during_its_init_and_no_other_does():
+    engine = tp_plan(tps_and_trials=[(1, 1)]).engines[0]
+    ngram = dataclasses.replace(engine, settings=dataclasses.replace(engine.settings, spec_method="ngram",
+                                                                     num_speculative_tokens=3))
+    assert actor_env(base={}, engine=ngram, environ={})[NGRAM_JIT_ENV] == "1"
+    assert NGRAM_JIT_ENV not in actor_env(base={}, engine=engine, environ={})

@@ -63,3 +63,24 @@ def test_the_first_engine_waits_for_the_model_info_fill_once_and_bounded():
     ModelInfoFill(running).wait()  # gives up after the bound: the load inspects for itself
     assert running.waits == [ModelInfoFill.WAIT_S]
     ModelInfoFill().wait()  # no fill (CPU, a remote cluster): nothing to wait for
+
+
+def test_the_model_folder_is_built_beside_rays_start_and_its_failure_stops_the_command_there():
+    import threading
+
+    import pytest
+
+    from runner.scheduling.startup import ModelFolder, ModelInfoFill
+
+    main = threading.current_thread()
+    built_on: list = []
+    fill = ModelInfoFill()
+    folder = ModelFolder(lambda: built_on.append(threading.current_thread()) or fill)
+    assert folder.ready() is fill and built_on and built_on[0] is not main  # on its own thread
+    assert isinstance(ModelFolder(lambda: None).ready(), ModelInfoFill)  # nothing to fill: nothing to wait for
+
+    def bad_model():
+        raise ValueError("unknown builtin model 'x'")
+
+    with pytest.raises(ValueError, match="unknown builtin model"):
+        ModelFolder(bad_model).ready()
