@@ -4,9 +4,11 @@ Sleep mode (level 1) copies the weights into pinned host memory, one buffer per 
 host allocator pins them on the first sleep (seconds an engine for a 7B model: docs/benchmarks.md) and keeps
 them for every later one, which takes a tenth of that. Those first sleeps sit on the command's critical path:
 the next engine cannot load until the last one has slept. Here the engine-core process pins buffers of the
-same sizes on a thread as soon as the weights are loaded, then frees them into torch's host cache, where the
-first sleep finds them; the thread runs beside vLLM's memory profiling and torch.compile and is joined before
-the CUDA graphs are captured (a capture forbids other threads' allocations).
+same sizes on a thread as soon as the weights are loaded and holds them until the first sleep, which takes them
+for its backups by size (whatever torch's host cache would have done with them: with the buffers left in that
+cache the H200's first sleeps still spent seconds in the allocator's backup loop, docs/benchmarks.md); the thread
+runs beside vLLM's memory profiling and torch.compile and is joined before the CUDA graphs are captured (a capture
+forbids other threads' allocations).
 
 Installed in the engine-core process only (runner/execution/engine_process.py: the fork server's child) and
 only where the actor's engine sleeps (`PIN_AHEAD_ENV`, set by runner/scheduling/actor_spec.py); a vLLM whose
@@ -15,6 +17,7 @@ seconds into the allocator's calls (`_SleepSplit`): what a first sleep still pay
 """
 from __future__ import annotations
 
+import contextlib
 import inspect
 import sys
 import threading
@@ -39,6 +42,7 @@ class _Pinning:
         self.device = device
         self.error: Optional[BaseException] = None
         self.seconds = 0.0
+        self.buffers: list = []
         self._thread = threading.Thread(target=self._run, name="runner-sleep-pinning", daemon=True)
 
     def start(self) -> "_Pinning":
@@ -51,19 +55,69 @@ class _Pinning:
         started = time.perf_counter()
         try:
             torch.cuda.set_device(self.device)  # a new thread's current device is 0, not the worker's
-            held = [torch.empty(size, dtype=torch.uint8, device="cpu", pin_memory=True) for size in self.sizes]
-            del held  # back into torch's host cache, where the first sleep's buffers of these sizes come from
+            for size in self.sizes:
+                self.buffers.append(torch.empty(size, dtype=torch.uint8, device="cpu", pin_memory=True))
         except BaseException as exc:  # the first sleep pins what is missing itself
             self.error = exc
         self.seconds = time.perf_counter() - started
 
-    def join(self) -> None:
+    def join(self) -> "_HeldBackups":
+        """Waits for the thread; returns its buffers, held for the first sleep."""
         waited = time.perf_counter()
         self._thread.join()
         gib = sum(self.sizes) / 1024**3
         outcome = f"failed ({type(self.error).__name__}: {self.error})" if self.error else "done"
         print(f"runner: sleep buffers pinned ahead: {gib:.2f} GiB in {len(self.sizes)} buffers, {outcome}, "
               f"{self.seconds:.2f} s on its thread, {time.perf_counter() - waited:.2f} s waited at graph capture",
+              file=sys.stderr)
+        buffers, self.buffers = self.buffers, []
+        return _HeldBackups(buffers)
+
+
+class _HeldBackups:
+    """The buffers pinned ahead, held until the first sleep and handed to its weight backups by size, once each,
+    instead of left in torch's host cache for it to find (vLLM's allocator asks for each backup with
+    `torch.empty(size, dtype=uint8, device="cpu", pin_memory=True)`). What it does not take goes to that cache."""
+
+    def __init__(self, buffers: list):
+        self.offered = len(buffers)
+        self.taken = 0
+        self._by_size: dict[int, list] = {}
+        for buffer in buffers:
+            self._by_size.setdefault(buffer.numel(), []).append(buffer)
+
+    def take(self, args: tuple, kwargs: dict):
+        """A held buffer for this `torch.empty` call, or None where the call is not a backup's of a held size."""
+        import torch
+
+        if len(args) != 1 or not isinstance(args[0], int) or not kwargs.get("pin_memory"):
+            return None
+        if kwargs.get("dtype") is not torch.uint8 or str(kwargs.get("device", "cpu")) != "cpu":
+            return None
+        free = self._by_size.get(args[0])
+        if not free:
+            return None
+        self.taken += 1
+        return free.pop()
+
+    def __enter__(self) -> "_HeldBackups":
+        import torch
+
+        self._empty = empty = torch.empty
+
+        def empty_or_held(*args, **kwargs):
+            held = self.take(args, kwargs)
+            return held if held is not None else empty(*args, **kwargs)
+
+        torch.empty = empty_or_held
+        return self
+
+    def __exit__(self, *exc) -> None:
+        import torch
+
+        torch.empty = self._empty
+        self._by_size.clear()
+        print(f"runner: first sleep's backups: {self.taken} of {self.offered} buffers from those pinned ahead",
               file=sys.stderr)
 
 
@@ -107,7 +161,7 @@ def wrap_worker(worker_class, allocator_class) -> None:
     def compile_after_pinning(self, *args, **kwargs):
         pinning = getattr(self, "_runner_pinning", None)
         if pinning is not None:
-            pinning.join()
+            self._runner_backups = pinning.join()
             self._runner_pinning = None
         return compile_or_warm_up(self, *args, **kwargs)
 
@@ -116,7 +170,8 @@ def wrap_worker(worker_class, allocator_class) -> None:
         self._runner_sleeps = number
         if number > len(_SleepSplit.ORDINALS):
             return sleep(self, *args, **kwargs)
-        with _SleepSplit(_SleepSplit.ORDINALS[number - 1], allocator_module):
+        held, self._runner_backups = getattr(self, "_runner_backups", None), None
+        with held or contextlib.nullcontext(), _SleepSplit(_SleepSplit.ORDINALS[number - 1], allocator_module):
             return sleep(self, *args, **kwargs)
 
     worker_class.load_model = load_model_then_pin

@@ -45,6 +45,7 @@ def test_the_pinning_starts_after_the_load_and_ends_before_graph_capture(monkeyp
     assert worker._runner_pinning.sizes == [64 << 20, 2 << 20]
     assert worker.compile_or_warm_up_model() == "compiled"
     assert calls == [("load", True), ("compile", None)]  # joined (and dropped) before the capture ran
+    assert worker._runner_backups.offered == 0  # nothing pinned (no CUDA): the first sleep pins for itself
     # No CUDA here: the thread's failure is caught and said; the first sleep would pin as vLLM has it.
     assert "runner: sleep buffers pinned ahead: 0.06 GiB in 2 buffers, failed" in capsys.readouterr().err
 
@@ -123,3 +124,46 @@ def test_the_first_two_sleeps_say_where_their_seconds_went_and_later_sleeps_run_
                  "pinned host buffers 0.00 s (0)", "the rest"):  # an unpinned buffer is no backup's
         assert part in first
     assert timed == [True, True, False]  # the first two sleeps' calls went through the timers, the third's not
+
+
+def test_the_first_sleep_takes_the_buffers_pinned_ahead_by_size_once_each_and_later_sleeps_pin_as_vllm_has_it(
+        capsys):
+    import torch
+
+    held = [torch.empty(n, dtype=torch.uint8) for n in (4096, 4096, 512)]  # stand-ins for pinned buffers
+    original_empty = torch.empty
+    got: list = []
+
+    class Worker:
+        def load_model(self):
+            pass
+
+        def compile_or_warm_up_model(self):
+            pass
+
+        def sleep(self, level=1):  # vLLM's allocator asks for each weight's backup by size, by name
+            got.append([torch.empty(n, dtype=torch.uint8, device="cpu", pin_memory=True) for n in (4096, 4096, 4096)])
+            got[-1].append(torch.empty(512, dtype=torch.float16, device="cpu", pin_memory=True))  # no backup's
+            return level
+
+    sleep_pinning.wrap_worker(Worker, object)
+    worker = Worker()
+    worker._runner_backups = sleep_pinning._HeldBackups(held)
+    torch.empty = _unpinned(original_empty)  # this machine has no pinned memory: the stand-in pins nothing
+    try:
+        worker.sleep()
+        worker.sleep()
+    finally:
+        torch.empty = original_empty
+    first, second = got
+    assert {id(t) for t in first[:2]} == {id(held[0]), id(held[1])}  # each held buffer handed once
+    assert all(t is not h for t in first[2:] for h in held)  # a third of that size, and another dtype: vLLM's own
+    assert all(t is not h for t in second for h in held)  # the second sleep: nothing held any more
+    assert "runner: first sleep's backups: 2 of 3 buffers from those pinned ahead" in capsys.readouterr().err
+
+
+def _unpinned(empty):
+    def without_pinning(*args, **kwargs):
+        kwargs.pop("pin_memory", None)
+        return empty(*args, **kwargs)
+    return without_pinning
