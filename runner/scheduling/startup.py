@@ -113,7 +113,7 @@ class ModelFolder:
     raised, so a bad model still stops the command before any engine starts."""
 
     def __init__(self, prepare: Callable[[], ModelInfoFill]):
-        self._fill: Optional[ModelInfoFill] = None
+        self._fill = ModelInfoFill()
         self._error: Optional[BaseException] = None
         self._thread = threading.Thread(target=self._run, args=(prepare,), name="runner-model-folder", daemon=True)
         self._thread.start()
@@ -128,7 +128,7 @@ class ModelFolder:
         self._thread.join()
         if self._error is not None:
             raise self._error
-        return self._fill if self._fill is not None else ModelInfoFill()
+        return self._fill
 
 
 def prepare_builtin_model(model: ModelSection) -> None:

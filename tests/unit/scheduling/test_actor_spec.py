@@ -47,7 +47,6 @@ def test_an_engine_that_sleeps_pins_its_sleep_buffers_during_its_init_where_aske
     assert PIN_AHEAD_ENV not in actor_env(base={}, engine=engine, environ={}, pin_ahead=True)
 
 
-
 def test_an_ngram_engine_compiles_its_proposer_during_its_init_and_no_other_does():
     engine = tp_plan(tps_and_trials=[(1, 1)]).engines[0]
     ngram = dataclasses.replace(engine, settings=dataclasses.replace(engine.settings, spec_method="ngram",
