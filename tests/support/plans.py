@@ -1,7 +1,7 @@
 """What the CLI would say about a set of overrides, through the functions it calls (no process, no engine)."""
 from __future__ import annotations
 
-from runner.cli import make_plan
+from runner.command.sweep import make_plan
 from runner.config.checks import ConfigError
 from runner.config.store import load_config
 

@@ -11,7 +11,8 @@ The rules, over `import` statements read with `ast` (no module is imported here)
 - models, measurement and sinks never import runner.report;
 - the shared value modules (the result schema, the speculative arm, the SLO) import no runner package, so that
   config, plan, execution, sinks and report can all import them;
-- only runner/__main__.py imports runner.cli (the entry point sits on top of everything);
+- only runner/__main__.py imports runner.cli (the entry point sits on top of everything), and only runner.cli
+  imports runner.command (the commands' orchestration, just below it);
 - no import cycles between runner's modules.
 """
 from __future__ import annotations
@@ -24,13 +25,14 @@ import pytest
 RUNNER = Path(__file__).resolve().parents[2] / "runner"
 
 FORBIDDEN = {  # package under runner/ -> what nothing in it may import
-    "models": ("runner.execution", "runner.scheduling", "runner.report", "runner.cli"),
-    "plan": ("runner.execution", "runner.scheduling", "runner.sinks", "runner.report", "runner.cli"),
-    "measurement": ("runner.execution", "runner.scheduling", "runner.report", "runner.cli"),
-    "sinks": ("runner.execution", "runner.scheduling", "runner.report", "runner.cli"),
-    "report": ("runner.execution", "runner.scheduling", "runner.sinks", "runner.cli"),
-    "execution": ("runner.scheduling", "runner.report", "runner.cli"),
-    "scheduling": ("runner.report", "runner.cli"),
+    "models": ("runner.execution", "runner.scheduling", "runner.report", "runner.cli", "runner.command"),
+    "plan": ("runner.execution", "runner.scheduling", "runner.sinks", "runner.report", "runner.cli",
+             "runner.command"),
+    "measurement": ("runner.execution", "runner.scheduling", "runner.report", "runner.cli", "runner.command"),
+    "sinks": ("runner.execution", "runner.scheduling", "runner.report", "runner.cli", "runner.command"),
+    "report": ("runner.execution", "runner.scheduling", "runner.sinks", "runner.cli", "runner.command"),
+    "execution": ("runner.scheduling", "runner.report", "runner.cli", "runner.command"),
+    "scheduling": ("runner.report", "runner.cli", "runner.command"),
 }
 # The driver's policies and descriptions: plain logic over the plan and the settings, testable without Ray.
 PURE_DRIVER = ("order", "residency", "stops", "device", "settings", "describe", "actor_spec", "race", "lane",
@@ -134,6 +136,12 @@ def test_the_shared_values_import_no_runner_package(module):
 def test_only_the_entry_point_imports_the_cli():
     importers = sorted(name for name in MODULES if name not in ("runner.__main__", "runner.cli")
                        and any(within(t, "runner.cli") for _, t, _ in imports(name)))
+    assert not importers
+
+
+def test_only_the_cli_imports_the_commands():
+    importers = sorted(name for name in MODULES if not within(name, "runner.command") and name != "runner.cli"
+                       and any(within(t, "runner.command") for _, t, _ in imports(name)))
     assert not importers
 
 

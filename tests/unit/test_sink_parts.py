@@ -283,7 +283,7 @@ def test_read_table_columns_subset_reads_the_key_only_to_deduplicate(tmp_path):
 
 
 def test_a_compaction_failure_warns_and_does_not_fail_the_sweep(tmp_path, capsys):
-    from runner.cli import _compact
+    from runner.command.session import compact as _compact
 
     class Broken(ParquetSink):
         def compact(self):

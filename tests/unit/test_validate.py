@@ -6,7 +6,7 @@ a few go through `python -m runner` itself with dry_run=false in tests/cli/test_
 from __future__ import annotations
 
 import pytest
-from runner.cli import CONF_DIR
+from runner.config.store import CONF_DIR
 from runner.config.overrides import check_overrides
 
 from tests.support.malformed import MALFORMED

@@ -43,7 +43,7 @@ def test_documented_forms_are_accepted(overrides):
 
 
 def _plan(overrides, warnings=None):
-    from runner.cli import make_plan
+    from runner.command.sweep import make_plan
     from runner.config.store import load_config
 
     return make_plan(load_config(["tracking=none", *overrides]), warn=(warnings.append if warnings is not None else None))

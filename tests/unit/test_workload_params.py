@@ -168,7 +168,7 @@ def compose(*overrides):
 
 @pytest.mark.parametrize("study", STUDIES)
 def test_named_study_plans_validate_scaled_down_and_full_size(study, tmp_path):
-    from runner.cli import make_plan
+    from runner.command.sweep import make_plan
     from runner.config.store import typed
 
     cpu = make_plan(typed(compose(f"sweep={study}", "sweep.preset=cpu")), check_engine_args=False)
@@ -180,7 +180,7 @@ def test_named_study_plans_validate_scaled_down_and_full_size(study, tmp_path):
 
 
 def test_study_a_has_its_three_arms():
-    from runner.cli import make_plan
+    from runner.command.sweep import make_plan
     from runner.config.store import typed
 
     plan = make_plan(typed(compose("sweep=mtp_vs_prefix_cache")), check_engine_args=False)
@@ -201,7 +201,7 @@ def test_unknown_preset_lists_the_valid_ones():
 
 
 def test_a_race_that_cannot_stop_anything_is_warned_about():
-    from runner.cli import make_plan
+    from runner.command.sweep import make_plan
     from runner.config.store import typed
 
     said: list[str] = []

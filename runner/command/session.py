@@ -1,0 +1,147 @@
+"""What the stages of one sweep command share (Ray, the tracker, the progress bar), and its signals and exit."""
+from __future__ import annotations
+
+import dataclasses
+import signal
+import sys
+from pathlib import Path
+from typing import Callable, Optional
+
+from runner.config.sections import RunConfig
+from runner.measurement.records import RunKeys
+from runner.plan.grid import Plan
+from runner.schema import TrialStatus
+from runner.scheduling.settings import ExecutionSettings
+from runner.scheduling.startup_steps import StartupSteps
+from runner.scheduling.startup import ModelFolder, ModelInfoFill, begin_model_info, prepare_builtin_model, start_ray
+
+
+@dataclasses.dataclass(kw_only=True)
+class Session:
+    """What the stages of one command share: Ray, the tracker, the progress bar and the executor's settings."""
+
+    settings: ExecutionSettings
+    keys: RunKeys
+    tracker: object
+    progress: object
+    launched: bool = False  # the command's launch span is on the timeline (once, before its first stage)
+    model_info: ModelInfoFill = dataclasses.field(default_factory=ModelInfoFill)
+
+    @classmethod
+    def open(cls, *, config: RunConfig, run_dir: Path, plan: Plan, previous: dict,
+             steps: StartupSteps) -> "Session":
+        from tqdm import tqdm
+
+        from runner.sinks.tracking import open_tracker
+
+        device = config.engine.device
+        steps.mark("run folder")
+        model = ModelFolder(lambda: _model_folder(config, plan))  # needs no Ray: built beside its start
+        capacity = start_ray(config.cluster, device=device,
+                             pool=config.execution.pool if config.execution.keep_engines else None)
+        steps.mark("Ray (the model folder beside it)")
+        model_info = model.ready()  # before any actor resolves the model: one builder of its folder
+        steps.mark("model folder beyond that")
+        for sig in previous:  # again: ray.init installs its own SIGTERM handler (which aborted the process)
+            signal.signal(sig, raise_interrupt)
+        settings = ExecutionSettings.of(config, capacity=capacity)
+        keys = RunKeys(sweep=plan.sweep, run_id=config.run)
+        tracker = open_tracker(tracking=config.tracking, run_dir=run_dir)
+        steps.mark("tracker")
+        print(steps.line(), flush=True)
+        progress = tqdm(total=0, desc="trials", unit="trial", dynamic_ncols=True)
+        return cls(settings=settings, keys=keys, tracker=tracker, progress=progress, model_info=model_info)
+
+    def run(self, plan: Plan, *, config: RunConfig, sink, run_dir: Path, skip: set[str], todo: int,
+            before_engines: Optional[Callable[[], None]] = None) -> None:
+        from runner.scheduling.describe import describe_rounds
+        from runner.scheduling.loop import Scheduler
+
+        self.progress.total += todo
+        self.progress.refresh()
+        print("\n".join(describe_rounds(plan, device=self.settings.device, resident=self.settings.resident)),
+              flush=True)
+        scheduler = Scheduler(plan=plan, model_cfg=config.model, keys=self.keys, sink=sink, settings=self.settings,
+                              log_dir=run_dir / "logs", on_trial=self.tracker.log_trial,
+                              on_engine=self.tracker.log_engine, progress=self.progress,
+                              launched_at=None if self.launched else process_started_at(),
+                              before_engines=self._before_engines(before_engines))
+        self.launched = True
+        scheduler.run(skip_trial_ids=skip)
+
+    def _before_engines(self, then: Optional[Callable[[], None]]) -> Callable[[], None]:
+        def before_engines() -> None:
+            self.model_info.wait()
+            if then is not None:
+                then()
+        return before_engines
+
+    def close(self, *, sink, completed: bool, export_later: list) -> None:
+        self.progress.close()
+        compact(sink)  # before the W&B export, which ships the tables' files
+        if completed:
+            export_later.append(self.tracker)
+        else:
+            self.tracker.finish()
+        shutdown_ray()
+
+
+def _model_folder(config: RunConfig, plan: Plan) -> ModelInfoFill:
+    """The embedded model's folder (built on a local cluster) and vLLM's model-info fill for it (on CUDA)."""
+    if config.cluster.address:
+        return ModelInfoFill()
+    prepare_builtin_model(config.model)
+    if config.engine.device != "cuda":
+        return ModelInfoFill()
+    return begin_model_info(config.model, mtp=any(e.settings.spec_method == "mtp" for e in plan.engines))
+
+
+def compact(sink) -> None:
+    """Each table's parts folded into one file; the parts stay readable as they are if this fails."""
+    compact = getattr(sink, "compact", None)
+    if compact is None:
+        return
+    try:
+        compact()
+    except (Exception, KeyboardInterrupt) as exc:  # the results are on disk as parts: never fail the sweep
+        print(f"warning: compacting the results failed ({type(exc).__name__}: {exc}); they stay readable as "
+              f"parts in {getattr(sink, 'run_dir', '')}", file=sys.stderr)
+
+
+def process_started_at() -> float:
+    """When this command started (epoch seconds): the timeline's `launch` span starts there."""
+    from runner import STARTED_AT
+
+    return STARTED_AT
+
+
+def skipped_ids(sink) -> set[str]:
+    """Race-eliminated trials are done: a resume does not run them (nor does retry_failed)."""
+    rows = getattr(sink, "rows", {}).get("trials", [])
+    return {r["trial_id"] for r in rows if r.get("status") == TrialStatus.SKIPPED}
+
+
+def raise_interrupt(signum, frame):
+    raise KeyboardInterrupt()
+
+
+def ignore_signals() -> None:
+    """A second Ctrl-C must not cut the cleanup short (engines still to kill)."""
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            signal.signal(sig, signal.SIG_IGN)
+        except ValueError:  # not the main thread
+            pass
+
+
+def shutdown_ray() -> None:
+    import ray
+
+    if not ray.is_initialized():
+        return
+    import threading
+
+    # Bounded: a wedged raylet must not hold the exit past the stop-in-seconds promise.
+    worker = threading.Thread(target=ray.shutdown, daemon=True)
+    worker.start()
+    worker.join(timeout=8)
