@@ -1,4 +1,4 @@
-"""The README's override forms through the real CLI (`python -m runner ... dry_run=true`): accepted, and the
+"""docs/reference.md's override forms through the real CLI (`python -m runner ... dry_run=true`): accepted, and the
 plan tells the engines apart. No engine starts; each case spawns the CLI, so they are few. The same forms on
 real engines are in tests/engine/test_validate_cli_engine.py."""
 from __future__ import annotations

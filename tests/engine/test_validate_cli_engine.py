@@ -1,4 +1,4 @@
-"""The README's override forms through the real CLI on real CPU engines; one command per run folder."""
+"""docs/reference.md's override forms through the real CLI on real CPU engines; one command per run folder."""
 from __future__ import annotations
 
 import os
@@ -17,7 +17,7 @@ pytestmark = pytest.mark.engine
 
 @pytest.mark.engine
 def test_documented_forms_run_on_real_engines(tmp_path):
-    """The README's dict forms for engine axes and explicit arms, together, on real CPU engines."""
+    """The dict forms (docs/reference.md) for engine axes and explicit arms, together, on real CPU engines."""
     run_cli("run=real", "sweep.name=forms", "tracking=none", "report=false",
             "sweep.engine_axes={kv_cache_dtype:[auto,fp8]}",
             "sweep.arms=[{spec_method:off},{spec_method:mtp,num_speculative_tokens:2}]",

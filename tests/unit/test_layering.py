@@ -1,4 +1,4 @@
-"""Dependencies point one way (README, "Layout"): every import under runner/, top-level or inside a function.
+"""Dependencies point one way (docs/reference.md, "Layout"): every import under runner/, top-level or inside a function.
 
 The rules, over `import` statements read with `ast` (no module is imported here):
 - models, plan, measurement, sinks and report never import runner.execution (what runs inside the actor) nor

@@ -20,7 +20,7 @@ def test_refused_with_its_fix(overrides, message, fix):
     assert fix in error, error
 
 
-# The forms the README documents, and the lead's CPU engine test's overrides: all accepted.
+# The forms docs/reference.md documents, and the lead's CPU engine test's overrides: all accepted.
 ACCEPTED = [
     [],
     ["sweep.engine_axes={kv_cache_dtype:[auto,fp8]}"],
