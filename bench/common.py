@@ -105,7 +105,10 @@ def vllm_cmd(*args: str) -> list[str]:
 
 
 def runner_cmd(*, output_root: Path, sweep: str, run: str, overrides: list[str]) -> list[str]:
-    return [sys.executable, "-m", "runner", f"output_root={output_root}", f"sweep.name={sweep}", f"run={run}",
+    # The default sweep (demo) sets explicit arms and a multi-turn workload, which a bench's grid overrides do not
+    # replace; quick is decode on grid axes alone, so the bench's overrides decide every engine and trial.
+    base = [] if any(o.startswith("sweep=") for o in overrides) else ["sweep=quick"]
+    return [sys.executable, "-m", "runner", *base, f"output_root={output_root}", f"sweep.name={sweep}", f"run={run}",
             "tracking=none", "report=false", *overrides]
 
 
