@@ -228,11 +228,15 @@ class TrialRecord(EngineSettings):
 
 @dataclass(kw_only=True)
 class RequestRecord:
-    sweep: str
-    run_id: str
-    trial_id: str
-    engine_id: str
-    request_index: int
+    """One request's row, declared once: the engine's host returns it without the trial's keys and timing
+    columns (runner.measurement.workloads.base.RequestResult: this row and its client-side timeline), and
+    runner.measurement.records.request_rows fills them in. The keys' defaults are for that first stage only."""
+
+    sweep: str = ""
+    run_id: str = ""
+    trial_id: str = ""
+    engine_id: str = ""
+    request_index: int = 0
     session: int = 0
     turn: int = 0
     phase: str = "measured"  # e.g. "measured", "warmup", "cold", "repeat"

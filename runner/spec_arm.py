@@ -3,7 +3,7 @@ to the result rows (runner.schema) and the report. Pure: imports nothing from th
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any
 
 
 def method_name(value) -> Any:
@@ -77,17 +77,6 @@ class SpecArm:
 
     def __str__(self) -> str:
         return self.label
-
-    def speculative_config(self, extra: Optional[dict] = None) -> Optional[dict]:
-        """vLLM's `speculative_config` engine argument for this arm (None when off): the method's defaults,
-        then `extra` (spec.<method>), then the method and k."""
-        if self.off:
-            return None
-        spec = SPEC_METHODS.get(self.method)
-        cfg = dict(spec.defaults if spec else {})
-        cfg.update(extra or {})
-        cfg.update({"method": self.method, "num_speculative_tokens": self.k})
-        return cfg
 
 
 def spec_arms(*, methods: list, ks: list[int]) -> list[SpecArm]:

@@ -29,6 +29,8 @@ from runner.measurement.workloads.base import TrialContext, WholeRun
 from runner.models.source import ModelSource, resolve_model_source
 from runner.plan.grid import EngineConfig, Trial
 from runner.schema import TrialStatus
+from runner.vllm.device import device_total_gib
+from runner.vllm.engine import import_engine_stack
 
 KV_SAMPLE_EVERY_S = 0.2
 # A warm-up keeps the trial's prompt lengths, turns and concurrency (what first-use costs depend on) but
@@ -62,7 +64,7 @@ class EngineActor(PoolMember):
         # the gap between the two is the report's first-trial check (later rounds send other prompts).
         self.first_trial_twice = first_trial_twice
         self.first_run_due = False
-        # How vLLM's engine-core process starts (runner/execution/engine_process.py); installed once, in prepare.
+        # How vLLM's engine-core process starts (runner/vllm/fork_server.py); installed once, in prepare.
         self.engine_start = EngineStart(engine_start)
         self.start_method = None
         # start() waits for a spare's prepare() still importing: a second vLLM import beside it fails.
@@ -256,12 +258,12 @@ class EngineActor(PoolMember):
     async def prepare(self) -> dict:
         """Imports vLLM and torch and creates the device context before the engine loads (so that cost
         overlaps the previous engine's trials); returns the memory figures residency is planned from."""
-        from runner.execution.engine_process import begin_fork_server
+        from runner.vllm.fork_server import begin_fork_server
 
         async with self._setup:
             if self.engine_start is EngineStart.FORKSERVER:
                 begin_fork_server()  # its vLLM import runs beside this process's own
-            await asyncio.to_thread(_import_engine_stack)
+            await asyncio.to_thread(import_engine_stack)
             await asyncio.to_thread(self._install_start_method)
         return memory_report()
 
@@ -269,7 +271,7 @@ class EngineActor(PoolMember):
         return memory_report()
 
     def _install_start_method(self) -> None:
-        from runner.execution.engine_process import use_start_method
+        from runner.vllm.fork_server import use_start_method
 
         if self.start_method is None:
             self.start_method = use_start_method(self.engine_start)
@@ -285,25 +287,12 @@ class EngineActor(PoolMember):
         return bool(await self.host.is_sleeping()) if self.host is not None else False
 
 
-def _import_engine_stack() -> None:
-    # Imports only: vLLM's engine core runs in a child process with its own CUDA context, so a context
-    # made here would be one more held by every resident actor (and vLLM would then force `spawn`).
-    import torch  # noqa: F401
-    import vllm  # noqa: F401
-    from vllm.engine.arg_utils import AsyncEngineArgs  # noqa: F401
-    from vllm.v1.engine.async_llm import AsyncLLM  # noqa: F401
-
-
 def memory_report() -> dict:
     """Device total / free and this process's context (CUDA), and the node's available RAM (GiB)."""
     out: dict = {"host_available_gib": _host_available_gib()}
-    try:  # through NVML (vLLM's CUDA platform): no CUDA context in this process
-        from vllm.platforms import current_platform
-
-        if current_platform.is_cuda():
-            out["device_total_gib"] = current_platform.get_device_total_memory(0) / 1024**3
-    except Exception:
-        pass
+    total = device_total_gib()  # through NVML (vLLM's CUDA platform): no CUDA context in this process
+    if total is not None:
+        out["device_total_gib"] = total
     return out
 
 

@@ -7,13 +7,16 @@ import socket
 import time
 from typing import Optional
 
-from runner.execution.spec_compat import with_version_compat
 from runner.measurement.latency import Timeline
 from runner.measurement.sampling import GREEDY, Sampling
 from runner.measurement.workloads.base import RequestResult
 from runner.models.source import ModelSource
 from runner.plan.grid import EngineConfig
 from runner.plan.spec_variants import speculative_config
+from runner.vllm import engine as vllm_engine
+from runner.vllm.device import is_cpu
+from runner.vllm.outputs import engine_side, token_times
+from runner.vllm.spec_compat import with_version_compat
 
 
 def engine_kwargs(*, engine: EngineConfig, model: ModelSource) -> dict:
@@ -29,23 +32,14 @@ def engine_kwargs(*, engine: EngineConfig, model: ModelSource) -> dict:
         enable_prefix_caching=s.enable_prefix_caching,
         tensor_parallel_size=s.tensor_parallel_size,
         disable_log_stats=False,
-        worker_extension_cls="runner.execution.worker_probe.MemoryProbe",
+        worker_extension_cls="runner.vllm.worker_probe.MemoryProbe",
     )
     spec = speculative_config(s, engine.spec_extra)
     if spec is not None:
         kwargs["speculative_config"] = spec
-        if per_request_spec_supported():
+        if vllm_engine.per_request_spec_supported():
             kwargs.setdefault("per_request_spec_decode_metrics", "summary")
     return kwargs
-
-
-def per_request_spec_supported() -> bool:
-    """vLLM ≥ 0.32 can report acceptance per finished request; 0.26 has no such engine argument."""
-    import dataclasses
-
-    from vllm.engine.arg_utils import AsyncEngineArgs
-
-    return any(f.name == "per_request_spec_decode_metrics" for f in dataclasses.fields(AsyncEngineArgs))
 
 
 def per_request_spec_status(kwargs: dict) -> str:
@@ -55,15 +49,9 @@ def per_request_spec_status(kwargs: dict) -> str:
     level = kwargs.get("per_request_spec_decode_metrics")
     if level and level != "none":
         return level
-    if not per_request_spec_supported():
-        return f"unavailable: vLLM {vllm_version()} has no per_request_spec_decode_metrics"
+    if not vllm_engine.per_request_spec_supported():
+        return f"unavailable: vLLM {vllm_engine.vllm_version()} has no per_request_spec_decode_metrics"
     return "off: per_request_spec_decode_metrics=none"
-
-
-def vllm_version() -> str:
-    import vllm
-
-    return getattr(vllm, "__version__", "unknown")
 
 
 class EngineHost:
@@ -87,32 +75,27 @@ class EngineHost:
 
     async def start(self) -> dict:
         """Loads the engine; returns the engine-record columns it can fill."""
-        from vllm.engine.arg_utils import AsyncEngineArgs
-        from vllm.v1.engine.async_llm import AsyncLLM
-
         from runner.execution.step_logger import StepLogger
 
         kwargs, self.added_engine_args = with_version_compat(engine_kwargs(engine=self.config, model=self.model))
         started = time.perf_counter()
-        self._llm = AsyncLLM.from_engine_args(AsyncEngineArgs(**kwargs), stat_loggers=[StepLogger])
+        self._llm = vllm_engine.start_async(kwargs, stat_loggers=[StepLogger])
         load_s = time.perf_counter() - started
         self._check_request_seeds()
         if not self.vocab_size:
-            self.vocab_size = self._llm.vllm_config.model_config.get_vocab_size()
+            self.vocab_size = self._vllm_config().model_config.get_vocab_size()
         return {"load_s": load_s, **self._capacity(), **await self._memory(), "api": "async",
                 "per_request_spec_metrics": per_request_spec_status(kwargs),
                 "added_engine_args_json": self.added_engine_args}
 
     def _vllm_config(self):
-        return self._llm.vllm_config
+        return vllm_engine.engine_config(self._llm)
 
     def _check_request_seeds(self) -> None:
-        from vllm.platforms import current_platform
-
         # vLLM's CPU runner cannot rewind a request's seeded generator when it discards a partial prefill's
         # sample (RuntimeError "CPU Generator does not use offset"): there, sampled requests draw from the
         # engine's own seeded stream instead of a seed each.
-        self.request_seeds = not current_platform.is_cpu()
+        self.request_seeds = not is_cpu()
 
     def _seed(self, seed: int, sampling: Sampling):
         return seed if self.request_seeds or sampling.greedy else None
@@ -121,23 +104,8 @@ class EngineHost:
         return await self._llm.collective_rpc(method)
 
     def _capacity(self) -> dict:
-        vc = self._vllm_config()
-        cache = vc.cache_config
-        blocks = cache.num_gpu_blocks or 0
-        # vLLM's own group-aware figures where it has them: with an MTP layer the KV cache has more than
-        # one group, and blocks × block size over-counts the tokens it can hold.
-        tokens = getattr(cache, "kv_cache_size_tokens", None) or blocks * cache.block_size
-        concurrency = getattr(cache, "kv_cache_max_concurrency", None)
-        if concurrency is None and self.max_model_len:
-            concurrency = tokens / self.max_model_len
-        return {
-            "kv_capacity_tokens": tokens,
-            "num_kv_blocks": blocks,
-            "block_size": cache.block_size,
-            "max_concurrency_at_max_len": concurrency,
-            "vllm_version": vllm_version(),
-            "hostname": socket.gethostname(),
-        }
+        return {**vllm_engine.capacity(self._vllm_config(), max_model_len=self.max_model_len),
+                "vllm_version": vllm_engine.vllm_version(), "hostname": socket.gethostname()}
 
     async def _memory(self) -> dict:
         try:
@@ -156,11 +124,8 @@ class EngineHost:
     async def stream(self, *, prompt_token_ids: list[int], max_tokens: int, session: int = 0, turn: int = 0,
                      phase: str = "measured", ignore_eos: bool = True, seed: int = 0,
                      sampling: Sampling = GREEDY, scheduled_at: Optional[float] = None) -> RequestResult:
-        from vllm import SamplingParams
-        from vllm.sampling_params import RequestOutputKind
-
-        params = SamplingParams(max_tokens=max_tokens, ignore_eos=ignore_eos, seed=self._seed(seed, sampling),
-                                output_kind=RequestOutputKind.DELTA, **sampling.params())
+        params = vllm_engine.sampling_params(stream=True, max_tokens=max_tokens, ignore_eos=ignore_eos,
+                                             seed=self._seed(seed, sampling), **sampling.params())
         sent = time.perf_counter()
         # Open loop: latency counts from the scheduled send, so a late client shows instead of hiding.
         timeline = Timeline(sent_at=sent if scheduled_at is None else scheduled_at)
@@ -181,7 +146,7 @@ class EngineHost:
             self.finished_requests += 1
         return RequestResult(timeline=timeline, prompt_tokens=len(prompt_token_ids), output_token_ids=token_ids,
                              session=session, turn=turn, phase=phase,
-                             send_lag_s=None if scheduled_at is None else sent - scheduled_at, **_engine_side(final))
+                             send_lag_s=None if scheduled_at is None else sent - scheduled_at, **engine_side(final))
 
     async def abort_in_flight(self) -> int:
         """Aborts every request still running (a failed workload's leftovers); returns how many."""
@@ -226,8 +191,7 @@ class EngineHost:
         return time.perf_counter() - started
 
     async def is_sleeping(self) -> bool:
-        target = self._llm if hasattr(self._llm, "is_sleeping") else self._llm.llm_engine
-        return bool(await _maybe_await(target.is_sleeping()))
+        return bool(await _maybe_await(vllm_engine.sleep_target(self._llm).is_sleeping()))
 
 
 class OfflineEngineHost(EngineHost):
@@ -238,24 +202,19 @@ class OfflineEngineHost(EngineHost):
     """
 
     async def start(self) -> dict:
-        from vllm import LLM
-
-        from runner.execution.step_logger import attach_to_llm
+        from runner.execution.step_logger import StepLogger
 
         kwargs, self.added_engine_args = with_version_compat(engine_kwargs(engine=self.config, model=self.model))
         started = time.perf_counter()
-        self._llm = LLM(**kwargs)
+        self._llm = vllm_engine.start_offline(kwargs)
         load_s = time.perf_counter() - started
         self._check_request_seeds()
-        attach_to_llm(self._llm)
+        vllm_engine.add_stat_logger(self._llm, StepLogger())
         if not self.vocab_size:
             self.vocab_size = self._vllm_config().model_config.get_vocab_size()
         return {"load_s": load_s, **self._capacity(), **await self._memory(), "api": "offline",
                 "per_request_spec_metrics": per_request_spec_status(kwargs),
                 "added_engine_args_json": self.added_engine_args}
-
-    def _vllm_config(self):
-        return self._llm.llm_engine.vllm_config
 
     async def _rpc(self, method: str):
         return self._llm.collective_rpc(method)  # synchronous on LLM
@@ -271,10 +230,8 @@ class OfflineEngineHost(EngineHost):
         Linux), measured from the batch's start; outside that window, the batch's end is used."""
         import asyncio
 
-        from vllm import SamplingParams
-
-        params = SamplingParams(max_tokens=max_tokens, ignore_eos=ignore_eos, seed=self._seed(seed, sampling),
-                                **sampling.params())
+        params = vllm_engine.sampling_params(stream=False, max_tokens=max_tokens, ignore_eos=ignore_eos,
+                                             seed=self._seed(seed, sampling), **sampling.params())
         inputs = [{"prompt_token_ids": p} for p in prompts]
         sent_at = time.perf_counter()
         # A worker thread keeps the actor's event loop (KV usage sampling) running during the batch.
@@ -285,10 +242,10 @@ class OfflineEngineHost(EngineHost):
         for prompt, session, out in zip(prompts, sessions, outputs):
             token_ids = list(out.outputs[0].token_ids)
             results.append(RequestResult(
-                timeline=_batch_timeline(sent_at=sent_at, done_at=done_at, metrics=getattr(out, "metrics", None),
+                timeline=_batch_timeline(sent_at=sent_at, done_at=done_at, times=token_times(out),
                                          tokens=len(token_ids)),
                 prompt_tokens=len(prompt), output_token_ids=token_ids, session=session, phase=phase,
-                **_engine_side(out)))
+                **engine_side(out)))
         return results
 
     async def abort_in_flight(self) -> int:
@@ -304,14 +261,14 @@ class OfflineEngineHost(EngineHost):
                     self._llm.wake_up()
                 except Exception:
                     pass
-            self._llm.llm_engine.engine_core.shutdown()  # LLM has no shutdown()
+            vllm_engine.shutdown_offline(self._llm)
             self._llm = None
 
 
-def _batch_timeline(*, sent_at: float, done_at: float, metrics, tokens: int) -> Timeline:
+def _batch_timeline(*, sent_at: float, done_at: float, times: tuple, tokens: int) -> Timeline:
     timeline = Timeline(sent_at=sent_at)
-    first = getattr(metrics, "first_token_ts", None) or done_at
-    last = getattr(metrics, "last_token_ts", None) or done_at
+    first = times[0] or done_at
+    last = times[1] or done_at
     if not sent_at <= first <= last <= done_at + 1.0:
         first = last = done_at
     timeline.add_chunk(at=first, tokens=min(tokens, 1))
@@ -331,40 +288,3 @@ def host_class(api: str) -> type[EngineHost]:
         return hosts[api]
     except KeyError:
         raise ValueError(f"unknown api {api!r}; valid: {', '.join(hosts)} (fix: workload.<name>.api=async)") from None
-
-
-def _engine_side(final) -> dict:
-    """Engine timestamps, cached tokens and per-request acceptance, where this vLLM gives them."""
-    if final is None:
-        return {}
-    out: dict = {"cached_tokens": getattr(final, "num_cached_tokens", None)}
-    m = getattr(final, "metrics", None)
-    queued, scheduled, first = (getattr(m, n, None) for n in ("queued_ts", "scheduled_ts", "first_token_ts"))
-    if queued and scheduled:
-        out["engine_queue_s"] = scheduled - queued
-    if queued and first:
-        out["engine_ttft_s"] = first - queued
-    out.update(request_spec_figures(getattr(final.outputs[0], "spec_decode_metrics", None)))
-    return out
-
-
-def request_spec_figures(spec) -> dict:
-    """vLLM 0.32's per-request `RequestSpecDecodeMetrics` (a histogram of accepted drafts per verify step and
-    the draft tokens proposed), in vLLM's own definitions: rate = accepted / draft tokens, mean acceptance
-    length = 1 + accepted / steps."""
-    histogram = list(getattr(spec, "histogram", None) or [])
-    if spec is None or not histogram:
-        return {}
-    steps = sum(histogram)
-    accepted = sum(j * count for j, count in enumerate(histogram))
-    drafted = int(getattr(spec, "num_draft_tokens", 0) or 0)
-    # A chain drafter's accepted drafts are a prefix of its k: j accepted means positions 0..j-1 accepted.
-    per_position = [sum(histogram[j] for j in range(i + 1, len(histogram))) for i in range(len(histogram) - 1)]
-    return {
-        "spec_accepted_per_position": per_position,
-        "spec_num_steps": steps,
-        "spec_num_draft_tokens": drafted,
-        "spec_num_accepted_tokens": accepted,
-        "spec_acceptance_rate": accepted / drafted if drafted else None,
-        "spec_mean_acceptance_length": 1.0 + accepted / steps if steps else None,
-    }

@@ -2,7 +2,8 @@
 
 vLLM calls a stat logger's `record` once per `SchedulerStats` the engine core sends, one per engine step, in the
 frontend process (the actor), so the tally is read there beside the Prometheus counters. Duck-typed to vLLM's
-`StatLoggerBase` (its signature is the same in 0.26 and 0.32), so that defining it imports nothing.
+`StatLoggerBase` (its signature is the same in 0.26 and 0.32), so that defining it imports nothing; an offline
+`LLM` gets it through runner.vllm.engine.add_stat_logger.
 """
 from __future__ import annotations
 
@@ -30,13 +31,3 @@ class StepLogger:
 
     def record_sleep_state(self, *_, **__) -> None:
         pass
-
-
-def attach_to_llm(llm) -> bool:
-    """`LLM` (the offline API) takes no stat loggers: add one to its engine's logger manager, where it has one."""
-    manager = getattr(getattr(llm, "llm_engine", None), "logger_manager", None)
-    loggers = getattr(manager, "stat_loggers", None)
-    if not isinstance(loggers, list):
-        return False
-    loggers.append(StepLogger())
-    return True

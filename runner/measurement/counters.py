@@ -9,17 +9,8 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from runner.measurement import engine_steps
-
-SPEC_DRAFTS = "vllm:spec_decode_num_drafts"
-SPEC_DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens"
-SPEC_ACCEPTED = "vllm:spec_decode_num_accepted_tokens"
-SPEC_PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos"
-PREFIX_QUERIES = "vllm:prefix_cache_queries"
-PREFIX_HITS = "vllm:prefix_cache_hits"
-PREEMPTIONS = "vllm:num_preemptions"
-KV_USAGE = "vllm:kv_cache_usage_perc"
-# Requests vLLM's stat loggers have counted as finished (every finish reason; a client's abort is not counted).
-FINISHED = "vllm:request_success"
+from runner.vllm.metrics import (FINISHED, KV_USAGE, PREEMPTIONS, PREFIX_HITS, PREFIX_QUERIES,  # noqa: F401
+                                 SPEC_ACCEPTED, SPEC_DRAFT_TOKENS, SPEC_DRAFTS, SPEC_PER_POS)
 
 
 @dataclass(kw_only=True)
@@ -32,18 +23,17 @@ class CounterSnapshot:
 
 
 def snapshot() -> CounterSnapshot:
-    from vllm.v1.metrics.reader import Counter, Gauge, Vector, get_metrics_snapshot
+    from runner.vllm.metrics import COUNTER, GAUGE, VECTOR, read_metrics
 
     snap = CounterSnapshot(steps=engine_steps.STEPS.snapshot())
-    for metric in get_metrics_snapshot():
-        if isinstance(metric, Counter):
-            snap.scalars[metric.name] = snap.scalars.get(metric.name, 0.0) + float(metric.value)
-        elif isinstance(metric, Vector):
-            old = snap.vectors.get(metric.name, [])
-            values = [float(v) for v in metric.values]
-            snap.vectors[metric.name] = [a + b for a, b in zip(old, values)] if old else values
-        elif isinstance(metric, Gauge):
-            snap.gauges[metric.name] = float(metric.value)
+    for kind, name, value in read_metrics():
+        if kind == COUNTER:
+            snap.scalars[name] = snap.scalars.get(name, 0.0) + value
+        elif kind == VECTOR:
+            old = snap.vectors.get(name, [])
+            snap.vectors[name] = [a + b for a, b in zip(old, value)] if old else value
+        elif kind == GAUGE:
+            snap.gauges[name] = value
     return snap
 
 

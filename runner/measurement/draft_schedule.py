@@ -12,11 +12,8 @@ from 1 up to max_num_seqs; `check_with_vllm` runs vLLM's own validator on them (
 from __future__ import annotations
 
 import json
-import shlex
 from dataclasses import dataclass
 from typing import Any, Collection, Mapping, Optional, Union
-
-SCHEDULE_KEY = "num_speculative_tokens_per_batch_size"
 
 
 class ScheduleError(ValueError):
@@ -77,14 +74,6 @@ class DraftSchedule:
     def label(self) -> str:
         """"1:3,2-8:1" (batch sizes: k)."""
         return ",".join(f"{s}:{k}" if s == e else f"{s}-{e}:{k}" for s, e, k in self.ranges)
-
-    def speculative_config(self, method: str, extra: Optional[Mapping] = None) -> Optional[dict]:
-        """vLLM's speculative_config for this schedule (None when every range has k = 0: no speculation)."""
-        if self.max_k == 0:
-            return None
-        config = dict(extra or {})
-        config.update({"method": method, "num_speculative_tokens": self.max_k, SCHEDULE_KEY: self.as_list()})
-        return config
 
 
 def schedule_problem(ranges) -> Optional[str]:
@@ -147,15 +136,6 @@ def build_schedule(best: Mapping[int, BestK], *, max_num_seqs: int) -> Optional[
 
 def check_with_vllm(schedule: DraftSchedule) -> list[tuple[int, int, int]]:
     """vLLM's own validator on the schedule (raises its ValueError); returns vLLM's normalised ranges."""
-    from vllm.v1.spec_decode.dynamic.utils import validate_and_normalize_dynamic_sd_schedule
+    from runner.vllm.schedule_rules import validate_schedule
 
-    return validate_and_normalize_dynamic_sd_schedule(schedule.as_list())
-
-
-def serve_line(*, model: str, speculative_config: Optional[Mapping]) -> str:
-    """`vllm serve MODEL --speculative-config '{...}'` (no flag when speculation is off)."""
-    words = ["vllm", "serve", shlex.quote(str(model))]
-    if speculative_config:
-        words += ["--speculative-config",
-                  shlex.quote(json.dumps(dict(speculative_config), sort_keys=True, separators=(",", ":")))]
-    return " ".join(words)
+    return validate_schedule(schedule.as_list())

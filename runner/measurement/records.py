@@ -24,22 +24,16 @@ def request_rows(*, keys: RunKeys, trial_id: str, engine_id: str, results: Seque
     rows = []
     for i, r in enumerate(results):
         t = r.timeline
-        rows.append(RequestRecord(
+        columns = {f.name: getattr(r, f.name) for f in dataclasses.fields(RequestRecord)}
+        columns.update(
             sweep=keys.sweep, run_id=keys.run_id, trial_id=trial_id, engine_id=engine_id, request_index=i,
-            session=r.session, turn=r.turn, phase=r.phase, prompt_tokens=r.prompt_tokens,
-            output_tokens=t.output_tokens, cached_tokens=r.cached_tokens,
-            start_offset_s=t.sent_at - t0 if t0 else 0.0, ttft_s=ttft(t), e2e_s=e2e(t), tpot_s=tpot(t),
-            itl_s=chunk_gaps(t), chunk_sizes=list(t.chunk_sizes),
-            engine_queue_s=r.engine_queue_s, engine_ttft_s=r.engine_ttft_s,
-            spec_acceptance_rate=r.spec_acceptance_rate, spec_mean_acceptance_length=r.spec_mean_acceptance_length,
-            spec_num_steps=r.spec_num_steps, spec_num_draft_tokens=r.spec_num_draft_tokens,
-            spec_num_accepted_tokens=r.spec_num_accepted_tokens,
+            output_tokens=t.output_tokens, start_offset_s=t.sent_at - t0 if t0 else 0.0, ttft_s=ttft(t),
+            e2e_s=e2e(t), tpot_s=tpot(t), itl_s=chunk_gaps(t), chunk_sizes=list(t.chunk_sizes),
             spec_accepted_per_position=list(r.spec_accepted_per_position),
-            send_lag_s=r.send_lag_s, slot_wait_s=r.slot_wait_s, category=r.category,
             output_hash=hash_tokens(r.output_token_ids),
             output_token_ids=list(r.output_token_ids) if keep_token_ids else [],
-            error=r.error,
-        ))
+        )
+        rows.append(RequestRecord(**columns))
     return rows
 
 

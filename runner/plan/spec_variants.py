@@ -13,9 +13,11 @@ from typing import Any, Optional
 from runner.config.acceptance import SYNTHETIC_KEYS, AcceptanceProfile, ProfileKind, profile_of_text
 from runner.config.checks import ConfigError
 from runner.config.sections import RunConfig
-from runner.measurement.draft_schedule import SCHEDULE_KEY, DraftSchedule, ScheduleError
+from runner.measurement.draft_schedule import DraftSchedule, ScheduleError
 from runner.schema import EngineSettings
 from runner.spec_arm import SpecArm
+from runner.vllm.spec_config import SCHEDULE_KEY
+from runner.vllm.spec_config import speculative_config as build_speculative_config
 
 AUTO = "auto"
 DEFAULT_MAX_NUM_SEQS = 256  # vLLM's default where engine.args does not set max_num_seqs
@@ -32,14 +34,13 @@ class SpecVariantError(ConfigError):
 def speculative_config(settings: EngineSettings, extra: Optional[dict] = None) -> Optional[dict]:
     """vLLM's `speculative_config` of an engine's settings: the arm's, with its schedule and synthetic acceptance."""
     arm = settings.spec
-    config = arm.speculative_config(extra)
-    if config is None:
+    if arm.off:
         return None
-    if isinstance(settings.spec_schedule, str) and settings.spec_schedule:
-        config["num_speculative_tokens_per_batch_size"] = json.loads(settings.spec_schedule)
+    schedule = json.loads(settings.spec_schedule) if isinstance(settings.spec_schedule, str) and \
+        settings.spec_schedule else None
     profile = settings.spec_acceptance_profile if isinstance(settings.spec_acceptance_profile, str) else None
-    config.update(profile_of_text(profile).speculative_keys(arm.k))
-    return config
+    return build_speculative_config(arm, extra=extra, schedule=schedule,
+                                    acceptance=profile_of_text(profile).speculative_keys(arm.k))
 
 
 def arm_schedule(arm, *, index: int, max_num_seqs: int = DEFAULT_MAX_NUM_SEQS) -> Optional[DraftSchedule]:

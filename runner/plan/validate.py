@@ -13,6 +13,7 @@ from runner.plan.grid import PlanError
 from runner.plan.model_checks import check_model
 from runner.spec_arm import SPEC_METHODS, SpecArm
 from runner.plan.spec_variants import check_spec_variants
+from runner.vllm.spec_config import speculative_config
 
 def grid_values(sweep: SweepSection) -> dict[str, list]:
     """Each grid axis's values plus those the explicit arms (sweep.arms) name, for the per-value checks."""
@@ -238,7 +239,7 @@ def check_spec_rules(*, spec_extra: dict, spec) -> list[str]:
                               f"(fix: ++spec.{method}.{key}={example_value(rule)})")
         if broken or method not in ("ngram", "ngram_gpu") or method not in SPEC_METHODS:
             continue
-        merged = SpecArm(method=method, k=1).speculative_config(extra)
+        merged = speculative_config(SpecArm(method=method, k=1), extra=extra)
         low, high = merged.get("prompt_lookup_min"), merged.get("prompt_lookup_max")
         if isinstance(low, int) and isinstance(high, int) and low > high:
             errors.append(f"spec.{method}: prompt_lookup_min={low} must be ≤ prompt_lookup_max={high} (vLLM's rule) "

@@ -9,7 +9,6 @@ and the file says why.
 from __future__ import annotations
 
 import json
-import shlex
 from typing import Any, Optional
 
 import pandas as pd
@@ -20,6 +19,8 @@ from runner.report.arms import point_axes, point_coords
 from runner.report.verdict import (CAPACITY_OUTCOME, SINGLE_K_RULE, TIE_OUTCOME, describe_range, interval_range,
                                    ratio_range)
 from runner.schema import EngineStatus
+from runner.vllm.serve import serve_command
+from runner.vllm.spec_config import speculative_config
 
 CHOICE_RULE = ("per point, the simplest arm tied for first (spec off before speculation, the smaller k, then the "
                "sweep's arm order); one setting for all points: the arm tied for first at the most points, equal "
@@ -38,9 +39,9 @@ def engine_arguments(engine: dict, *, config: dict) -> dict[str, Any]:
     model_cfg = config.get("model") or {}
     args: dict[str, Any] = {"model": model_cfg.get("path") or str(engine["model"])}
     arm = SpecArm.of(engine["spec_method"], engine["num_speculative_tokens"])
-    spec = arm.speculative_config((config.get("spec") or {}).get(arm.method) or {})
-    if spec and isinstance(engine.get("spec_schedule"), str):  # a schedule arm deploys its schedule
-        spec["num_speculative_tokens_per_batch_size"] = json.loads(engine["spec_schedule"])
+    schedule = engine.get("spec_schedule")  # a schedule arm deploys its schedule
+    spec = speculative_config(arm, extra=(config.get("spec") or {}).get(arm.method) or {},
+                              schedule=json.loads(schedule) if isinstance(schedule, str) else None)
     if spec:
         args["speculative_config"] = spec
     args["enable_prefix_caching"] = bool(engine["enable_prefix_caching"])
@@ -55,22 +56,6 @@ def engine_arguments(engine: dict, *, config: dict) -> dict[str, Any]:
         extra = {}
     args.update({k: _plain(v) for k, v in extra.items()})
     return args
-
-
-def serve_command(args: dict[str, Any]) -> str:
-    """The same arguments as a `vllm serve` command line (vLLM 0.26 and 0.32 take the same flags for these)."""
-    words = ["vllm", "serve", str(args["model"])]
-    for key, value in args.items():
-        if key == "model":
-            continue
-        flag = "--" + key.replace("_", "-")
-        if isinstance(value, bool):
-            words.append(flag if value else "--no-" + key.replace("_", "-"))
-        elif isinstance(value, (dict, list)):
-            words += [flag, shlex.quote(json.dumps(value, sort_keys=True, separators=(",", ":")))]
-        else:
-            words += [flag, shlex.quote(str(value))]
-    return " ".join(words)
 
 
 def simplicity_of(engines: pd.DataFrame) -> dict[str, tuple]:

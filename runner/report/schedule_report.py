@@ -19,6 +19,9 @@ from runner.measurement.spec_predict import predict_acceptance
 from runner.report.arms import POINT_FIELDS
 from runner.report.samples import deciding_metric
 from runner.schema import TrialStatus
+from runner.spec_arm import SpecArm
+from runner.vllm.serve import serve_flags
+from runner.vllm.spec_config import speculative_config
 
 DEFAULT_MAX_NUM_SEQS = 256  # vLLM's default where the sweep does not set max_num_seqs
 
@@ -97,10 +100,10 @@ def derived_schedules(draft_choices: pd.DataFrame, trials: pd.DataFrame, engines
             if schedule is None:
                 entry.setdefault("why_none", "k = 0 (spec off) is chosen at every measured load: no schedule")
             else:
-                spec = schedule.speculative_config(method, dict(spec_extra.get(method) or {}))
+                spec = speculative_config(SpecArm(method=method, k=schedule.max_k),
+                                          extra=spec_extra.get(method) or {}, schedule=schedule.ranges)
                 entry.update({"schedule": schedule, "speculative_config": spec, "check": _vllm_verdict(schedule),
-                              "serve_flag": "--speculative-config '" + json.dumps(spec, sort_keys=True,
-                                                                                   separators=(",", ":")) + "'"})
+                              "serve_flag": " ".join(serve_flags({"speculative_config": spec}))})
         else:
             entry["why_none"] = "no load has a choice yet (too few repeats)"
         out.append(entry)

@@ -6,8 +6,8 @@ import os
 from typing import Optional
 
 from runner.execution.failures import FAULTS_ENV
-from runner.execution.ngram_jit import NGRAM_JIT_ENV
-from runner.execution.sleep_pinning import PIN_AHEAD_ENV
+from runner.vllm.ngram_jit import NGRAM_JIT_ENV
+from runner.vllm.sleep_pinning import PIN_AHEAD_ENV
 from runner.plan.grid import EngineConfig
 
 # Engine arguments that fix the KV size per engine; they win over the process-wide VLLM_CPU_KVCACHE_SPACE.

@@ -141,7 +141,7 @@ class ActorPool:
         import ray
 
         from runner.execution.actor import EngineActor
-        from runner.execution.engine_process import resolve
+        from runner.vllm.fork_server import resolve
 
         s, policy = self.settings, self.policy
         # A pooled engine stays between turns like a resident one (a pooled CUDA engine sleeps in the pool).

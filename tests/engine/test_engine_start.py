@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from runner.config.execution import EngineStart
-from runner.execution import engine_process
-from runner.execution.sleep_pinning import PIN_AHEAD_ENV
+from runner.vllm import fork_server
+from runner.vllm.sleep_pinning import PIN_AHEAD_ENV
 
 pytestmark = pytest.mark.engine
 
@@ -22,19 +22,19 @@ def _report_env_then_wait(path: str) -> None:
 
 
 def test_auto_is_the_fork_server_and_an_explicit_method_stays():
-    assert engine_process.resolve(EngineStart.AUTO) is EngineStart.FORKSERVER
-    assert engine_process.resolve(EngineStart.SPAWN) is EngineStart.SPAWN
+    assert fork_server.resolve(EngineStart.AUTO) is EngineStart.FORKSERVER
+    assert fork_server.resolve(EngineStart.SPAWN) is EngineStart.SPAWN
 
 
 def test_a_forked_engine_core_carries_the_environment_and_dies_with_its_fork_server(tmp_path, monkeypatch):
     from multiprocessing import forkserver
 
-    monkeypatch.setattr(engine_process, "PRELOAD", ())  # vLLM's import is not what is tested here
-    engine_process.warm_fork_server()
+    monkeypatch.setattr(fork_server, "PRELOAD", ())  # vLLM's import is not what is tested here
+    fork_server.warm_fork_server()
     monkeypatch.setenv("LATE_SETTING", "set-after-the-server-started")
     monkeypatch.setenv("VLLM_WORKER_MULTIPROC_METHOD", "spawn")  # as vLLM's CPU platform sets it: kept
     out = tmp_path / "child.txt"
-    child = engine_process._ForkServerContext().Process(target=_report_env_then_wait, args=(str(out),), daemon=True)
+    child = fork_server._ForkServerContext().Process(target=_report_env_then_wait, args=(str(out),), daemon=True)
     child.start()
     deadline = time.monotonic() + 60
     while not out.exists() and time.monotonic() < deadline:

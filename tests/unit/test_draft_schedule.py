@@ -6,8 +6,10 @@ import shlex
 
 import pytest
 
-from runner.measurement.draft_schedule import (DraftSchedule, ScheduleError, build_schedule, check_with_vllm,
-                                               serve_line)
+from runner.measurement.draft_schedule import DraftSchedule, ScheduleError, build_schedule, check_with_vllm
+from runner.spec_arm import SpecArm
+from runner.vllm.serve import serve_command
+from runner.vllm.spec_config import speculative_config
 
 
 def test_ranges_start_at_1_and_reach_max_num_seqs():
@@ -25,7 +27,7 @@ def test_k0_where_speculation_loses():
     schedule = build_schedule({1: 2, 8: 0}, max_num_seqs=16)
     assert schedule.as_list() == [[1, 7, 2], [8, 16, 0]]
     assert schedule.k_at(10) == 0
-    assert schedule.speculative_config("mtp")["num_speculative_tokens"] == 2
+    assert schedule.max_k == 2  # vLLM's num_speculative_tokens for it
     assert build_schedule({1: 0, 4: 0}, max_num_seqs=8) is None  # speculation loses everywhere: spec off
     with pytest.raises(ScheduleError, match="spec off"):
         DraftSchedule.parse([[1, 8, 0]])
@@ -71,8 +73,9 @@ def test_round_trip_json_and_serve_line_through_vllms_parser():
 
     schedule = build_schedule({1: 3, 2: 1}, max_num_seqs=8)
     assert DraftSchedule.parse(schedule.json()) == schedule
-    config = schedule.speculative_config("mtp", {"prompt_lookup_max": 4})
-    line = serve_line(model="/models/my model", speculative_config=config)
+    config = speculative_config(SpecArm(method="mtp", k=schedule.max_k), extra={"prompt_lookup_max": 4},
+                                schedule=schedule.ranges)
+    line = serve_command({"model": "/models/my model", "speculative_config": config})
     words = shlex.split(line)
     assert words[:3] == ["vllm", "serve", "/models/my model"]
     try:  # `vllm serve`'s own parser (its module moved between versions), else the engine arguments' parser
@@ -82,4 +85,4 @@ def test_round_trip_json_and_serve_line_through_vllms_parser():
     parsed = make_arg_parser(FlexibleArgumentParser()).parse_args(words[2:])
     assert parsed.model_tag == "/models/my model"
     assert AsyncEngineArgs.from_cli_args(parsed).speculative_config == config
-    assert serve_line(model="m", speculative_config=None) == "vllm serve m"
+    assert serve_command({"model": "m"}) == "vllm serve m"

@@ -3,10 +3,11 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from runner.execution.step_logger import StepLogger, attach_to_llm
+from runner.execution.step_logger import StepLogger
 from runner.measurement import engine_steps
 from runner.measurement.counters import CounterSnapshot, delta_metrics
 from runner.measurement.engine_steps import StepTally, batch_columns, weighted_median
+from runner.vllm.engine import add_stat_logger
 
 
 def test_columns_cover_the_window_only():
@@ -50,5 +51,5 @@ def test_the_logger_counts_the_requests_a_step_finished(monkeypatch):
 
 def test_attach_to_an_offline_engine_that_has_a_logger_manager():
     llm = SimpleNamespace(llm_engine=SimpleNamespace(logger_manager=SimpleNamespace(stat_loggers=[])))
-    assert attach_to_llm(llm) and isinstance(llm.llm_engine.logger_manager.stat_loggers[0], StepLogger)
-    assert not attach_to_llm(SimpleNamespace(llm_engine=SimpleNamespace(logger_manager=None)))
+    assert add_stat_logger(llm, StepLogger()) and isinstance(llm.llm_engine.logger_manager.stat_loggers[0], StepLogger)
+    assert not add_stat_logger(SimpleNamespace(llm_engine=SimpleNamespace(logger_manager=None)), StepLogger())

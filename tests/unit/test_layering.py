@@ -11,6 +11,10 @@ The rules, over `import` statements read with `ast` (no module is imported here)
 - models, measurement and sinks never import runner.report;
 - the shared value modules (the result schema, the speculative arm, the SLO) import no runner package, so that
   config, plan, execution, sinks and report can all import them;
+- runner.vllm (the seam with vLLM: every import of vLLM's internals, every patch of vLLM or torch) sits low: it
+  imports only runner.config and the shared values; plan, execution, measurement, models and scheduling may
+  import it, report only its pure builders (VLLM_PURE: the speculative_config and the `vllm serve` line);
+- nothing outside runner.vllm imports vllm, not even inside a function; runner.vllm's pure builders import none;
 - only runner/__main__.py imports runner.cli (the entry point sits on top of everything), and only runner.cli
   imports runner.command (the commands' orchestration, just below it);
 - no import cycles between runner's modules.
@@ -29,10 +33,14 @@ FORBIDDEN = {  # package under runner/ -> what nothing in it may import
     "plan": ("runner.execution", "runner.scheduling", "runner.sinks", "runner.report", "runner.cli",
              "runner.command"),
     "measurement": ("runner.execution", "runner.scheduling", "runner.report", "runner.cli", "runner.command"),
-    "sinks": ("runner.execution", "runner.scheduling", "runner.report", "runner.cli", "runner.command"),
+    "sinks": ("runner.execution", "runner.scheduling", "runner.report", "runner.cli", "runner.command",
+              "runner.vllm"),
     "report": ("runner.execution", "runner.scheduling", "runner.sinks", "runner.cli", "runner.command"),
     "execution": ("runner.scheduling", "runner.report", "runner.cli", "runner.command"),
     "scheduling": ("runner.report", "runner.cli", "runner.command"),
+    "vllm": ("runner.execution", "runner.scheduling", "runner.plan", "runner.measurement", "runner.models",
+             "runner.sinks", "runner.report", "runner.cli", "runner.command", "runner.slo"),
+    "config": ("runner.vllm",),
 }
 # The driver's policies and descriptions: plain logic over the plan and the settings, testable without Ray.
 PURE_DRIVER = ("order", "residency", "stops", "device", "settings", "describe", "actor_spec", "race", "lane",
@@ -43,6 +51,8 @@ READ_HELPERS = {"table_path", "parts_dir", "part_files", "has_table", "read_tabl
 EXCEPTIONS = {  # (package, forbidden prefix) -> (module it may import, the names it may take from it)
     ("report", "runner.sinks"): ("runner.sinks.parquet", READ_HELPERS),
 }
+# runner.vllm's pure builders: what the report may import of it (they import no vllm).
+VLLM_PURE = ("runner.vllm.spec_config", "runner.vllm.serve")
 
 
 def module_name(path: Path) -> str:
@@ -175,3 +185,24 @@ def test_no_import_cycles():
         if v not in index:
             visit(v)
     assert not cycles
+
+
+def test_only_the_seam_imports_vllm():
+    found = [f"{MODULES[name].relative_to(RUNNER.parent)}:{line} imports {target}"
+             for name in MODULES if not within(name, "runner.vllm")
+             for line, target, _ in imports(name) if within(target, "vllm")]
+    assert not found, "\n".join(found)
+
+
+@pytest.mark.parametrize("module", VLLM_PURE)
+def test_the_seams_pure_builders_import_no_vllm(module):
+    found = [f"{line}: {target}" for line, target, _ in imports(module)
+             if within(target, "vllm") or (within(target, "runner") and target not in SHARED_VALUES)]
+    assert not found, f"{module} imports " + ", ".join(found)
+
+
+def test_the_report_imports_only_the_seams_pure_builders():
+    found = [f"{MODULES[name].relative_to(RUNNER.parent)}:{line} imports {target}"
+             for name in MODULES if within(name, "runner.report")
+             for line, target, _ in imports(name) if within(target, "runner.vllm") and target not in VLLM_PURE]
+    assert not found, "\n".join(found)

@@ -8,7 +8,7 @@ import asyncio
 
 import pytest
 
-from runner.execution.engine import request_spec_figures
+from runner.vllm.outputs import request_spec_figures
 from runner.measurement.latency import Timeline
 from runner.measurement.workloads import workload_class
 from runner.measurement.workloads.base import RequestResult, TrialContext

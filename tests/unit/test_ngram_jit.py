@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from runner.execution import ngram_jit
+from runner.vllm import ngram_jit
 
 ngram_proposer = pytest.importorskip("vllm.v1.spec_decode.ngram_proposer")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import collections
 
-from runner.execution import sleep_pinning
+from runner.vllm import sleep_pinning
 
 Allocation = collections.namedtuple("Allocation", "handle tag")
 ALLOCATIONS = {1: Allocation((0, 64 << 20), "weights"), 2: Allocation((0, 8 << 30), "kv_cache"),

@@ -8,7 +8,7 @@ import pytest
 from runner.config.acceptance import AcceptanceProfile, ProfileKind
 from runner.config.checks import ConfigError
 from runner.config.sections import run_config
-from runner.execution.spec_compat import schedule_graph_args
+from runner.vllm.spec_compat import schedule_graph_args
 from runner.plan.grid import build_plan
 from runner.labels import plan_labels
 from runner.plan.spec_variants import speculative_config

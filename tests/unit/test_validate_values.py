@@ -6,6 +6,7 @@ import pytest
 
 from runner.plan.engine_args import ArgRule, value_problem
 from runner.plan.grid import PlanError
+from runner.vllm.spec_config import speculative_config
 
 from tests.support.malformed import REFUSED
 from tests.support.plans import plan_error
@@ -145,9 +146,9 @@ def test_labels_name_every_difference_and_nothing_shared():
     assert len(set(labels)) == 3
     assert SpecArm(method="ngram", k=3).label == "ngram:3" and SpecArm(method="off", k=2).label == "off"
     assert SpecArm.parse("mtp:2") == SpecArm(method="mtp", k=2) and SpecArm.parse("off") == SpecArm.of(False)
-    assert SpecArm(method="ngram", k=3).speculative_config({"prompt_lookup_max": 4}) == {
+    assert speculative_config(SpecArm(method="ngram", k=3), extra={"prompt_lookup_max": 4}) == {
         "prompt_lookup_min": 2, "prompt_lookup_max": 4, "method": "ngram", "num_speculative_tokens": 3}
-    assert SpecArm.of(None, 0).speculative_config() is None
+    assert speculative_config(SpecArm.of(None, 0)) is None
 
 
 def test_make_plan_raises_plan_error_not_a_traceback():

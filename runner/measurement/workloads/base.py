@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Optional, Protocol
 
 from runner.measurement.latency import Timeline
+from runner.schema import RequestRecord
 
 if TYPE_CHECKING:
     from runner.measurement.sampling import Sampling
@@ -19,31 +20,12 @@ SHORT_OUTPUT_TOKENS = 8
 
 
 @dataclass(kw_only=True)
-class RequestResult:
-    """One request's client-side record plus what the engine reported about it."""
+class RequestResult(RequestRecord):
+    """One request as the engine's host returns it: its row (the schema's RequestRecord: what the engine reported,
+    the client's lags, the prompt set's category) before the trial's keys and the timing columns, which
+    runner.measurement.records derives from this client-side timeline."""
 
     timeline: Timeline
-    prompt_tokens: int
-    output_token_ids: list[int] = field(default_factory=list)
-    session: int = 0
-    turn: int = 0
-    phase: str = "measured"
-    cached_tokens: Optional[int] = None
-    engine_queue_s: Optional[float] = None
-    engine_ttft_s: Optional[float] = None
-    spec_acceptance_rate: Optional[float] = None
-    spec_mean_acceptance_length: Optional[float] = None
-    spec_num_steps: Optional[int] = None
-    spec_num_draft_tokens: Optional[int] = None
-    spec_num_accepted_tokens: Optional[int] = None
-    # Accepted drafts at each position over the request's verify steps (vLLM ≥ 0.32's per-request histogram).
-    spec_accepted_per_position: list[int] = field(default_factory=list)
-    # Open loop: actual send − scheduled send, and the part of it spent waiting for a max_concurrency slot.
-    send_lag_s: Optional[float] = None
-    slot_wait_s: Optional[float] = None
-    # The prompt set's category of this request (prompt_set workloads; null elsewhere).
-    category: Optional[str] = None
-    error: Optional[str] = None
 
 
 class Engine(Protocol):

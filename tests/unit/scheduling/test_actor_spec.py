@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from runner.execution.ngram_jit import NGRAM_JIT_ENV
-from runner.execution.sleep_pinning import PIN_AHEAD_ENV
+from runner.vllm.ngram_jit import NGRAM_JIT_ENV
+from runner.vllm.sleep_pinning import PIN_AHEAD_ENV
 from runner.scheduling.actor_spec import actor_env, cpu_binding, engine_for_actor
 from tests.unit.scheduling.plans import tp_plan
 

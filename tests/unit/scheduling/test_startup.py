@@ -13,7 +13,7 @@ def test_compiles_on_every_core_quietly():
 
 
 def test_model_info_for_the_model_and_its_mtp_drafters(tmp_path):
-    from runner.execution.inspect_models import mtp_drafters
+    from runner.vllm.model_info import mtp_drafters
     from runner.scheduling.startup import model_info_command
 
     (tmp_path / "config.json").write_text('{"architectures": ["MiMoForCausalLM"]}')

@@ -16,16 +16,20 @@ for the actor's life: vLLM watches its engine core through the fork server's sta
 """
 from __future__ import annotations
 
+import importlib.util
 import multiprocessing
 import os
-import sys
 from multiprocessing.context import ForkServerProcess
 
 from runner.config.execution import EngineStart
-from runner.execution.ngram_jit import NGRAM_JIT_ENV
-from runner.execution.ngram_jit import install as install_ngram_jit
-from runner.execution.sleep_pinning import PIN_AHEAD_ENV
-from runner.execution.sleep_pinning import install as install_sleep_pinning
+from runner.vllm import notice
+from runner.vllm.ngram_jit import NGRAM_JIT_ENV
+from runner.vllm.ngram_jit import install as install_ngram_jit
+from runner.vllm.sleep_pinning import PIN_AHEAD_ENV
+from runner.vllm.sleep_pinning import install as install_sleep_pinning
+from runner.vllm.versions import Check
+
+PIECE = "fork_server"
 
 # Imported once in the fork server: what the engine core and its executor import before they run.
 PRELOAD = ("vllm.v1.engine.core", "vllm.v1.executor.multiproc_executor", "vllm.v1.executor.uniproc_executor")
@@ -129,21 +133,36 @@ def warm_fork_server() -> None:
     probe.join()
 
 
+def _engine_utils():
+    """vLLM's module that starts the engine core, where `get_mp_context` is replaced; raises where it lacks it."""
+    import vllm.v1.engine.utils as engine_utils
+
+    if not callable(getattr(engine_utils, "get_mp_context", None)):
+        raise AttributeError("vllm.v1.engine.utils has no get_mp_context")
+    return engine_utils
+
+
 def use_start_method(method: EngineStart) -> EngineStart:
     """Installs `method` for the engine cores this process starts; returns the one in effect (spawn where this
     vLLM has no place to install the fork server)."""
     if method is EngineStart.SPAWN:
+        notice.not_applied(PIECE, "engine_start=spawn: the engine core starts as vLLM has it")
         return method
     try:
-        import vllm.v1.engine.utils as engine_utils
-    except ImportError as exc:
-        print(f"runner: engine core spawned, not forked: vllm.v1.engine.utils does not import ({exc})",
-              file=sys.stderr)
-        return EngineStart.SPAWN
-    if not callable(getattr(engine_utils, "get_mp_context", None)):
-        print("runner: engine core spawned, not forked: this vLLM has no get_mp_context", file=sys.stderr)
+        engine_utils = _engine_utils()
+    except (ImportError, AttributeError) as exc:
+        notice.not_applied(PIECE, f"{type(exc).__name__}: {exc}; the engine core is spawned")
         return EngineStart.SPAWN
     warm_fork_server()
     context = _ForkServerContext()
     engine_utils.get_mp_context = lambda: context
+    notice.applied(PIECE, "vllm.v1.engine.utils.get_mp_context: the engine core forks from this actor's fork server")
     return method
+
+
+def check() -> Check:
+    _engine_utils()
+    missing = [name for name in PRELOAD if importlib.util.find_spec(name) is None]
+    if missing:
+        return Check(active=False, reason=f"preload modules missing: {', '.join(missing)}")
+    return Check(active=True)

@@ -1,14 +1,22 @@
 """The installed vLLM's engine-argument rules, extracted by importing it: run as a child process
-(`python -m runner.plan.engine_arg_extract`, by runner.plan.engine_args on a cache miss), so that vLLM's
+(`python -m runner.vllm.arg_rules`, by runner.plan.engine_args on a cache miss), so that vLLM's
 import-time output and state stay out of the driver. Prints the rules as one JSON line.
+
+`extract` reads vLLM's parser (`AsyncEngineArgs.add_cli_args`) action by action: the kind behind each type
+callable (`_type_rule`), its choices and nargs; the numeric bounds of vLLM's config classes' pydantic fields;
+SpeculativeConfig's fields by their annotations; the architectures vLLM's registry knows.
 """
 from __future__ import annotations
 
+import functools
 import json
 import sys
 from typing import Optional
 
-from runner.plan.engine_args import SPEC_FORMAT
+from runner.vllm.versions import Check
+
+# The rules' format (runner.plan.engine_args caches them per vLLM and format): raised when their shape changes.
+SPEC_FORMAT = 3
 
 
 def _closure_value(fn, name: str):
@@ -70,7 +78,9 @@ def _bounds_by_field(names: set[str]) -> dict[str, dict]:
     return out
 
 
+@functools.lru_cache(maxsize=1)
 def extract() -> dict:
+    """The rules of the installed vLLM (read once per process: its parser and classes do not change in one)."""
     import argparse
     import dataclasses
 
@@ -210,6 +220,19 @@ def _architectures() -> Optional[list[str]]:
     except Exception:
         pass
     return sorted(names)
+
+
+def check() -> Check:
+    """The parser and the config classes this extraction reads, on the installed vLLM."""
+    data = extract()
+    rules, speculative = data["rules"], data["speculative"]
+    known = sum(1 for r in rules.values() if r["kind"] != "any")
+    missing = [name for name in ("max_model_len", "enable_prefix_caching", "gpu_memory_utilization")
+               if rules.get(name, {}).get("kind", "any") == "any"]
+    if missing or "num_speculative_tokens" not in speculative or not data["architectures"]:
+        return Check(active=False, reason=f"read {known} typed arguments; untyped: {missing}; speculative keys: "
+                                          f"{len(speculative)}; architectures: {bool(data['architectures'])}")
+    return Check(active=True)
 
 
 if __name__ == "__main__":

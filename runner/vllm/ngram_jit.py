@@ -9,7 +9,7 @@ thread. The first decode then finds the compiled kernel (or waits on Numba's com
 
 Installed in the engine-core process where the actor's engine drafts with n-grams (`NGRAM_JIT_ENV`, set by
 runner/scheduling/actor_spec.py) and only on CUDA, where the worker runs in that process; a vLLM whose proposer
-differs leaves the first decode as vLLM has it.
+differs leaves the first decode as vLLM has it, and says so in the log (runner.vllm.notice).
 """
 from __future__ import annotations
 
@@ -17,6 +17,10 @@ import sys
 import threading
 import time
 
+from runner.vllm import notice
+from runner.vllm.versions import Check
+
+PIECE = "ngram_jit"
 NGRAM_JIT_ENV = "RUNNER_NGRAM_JIT_AHEAD"
 
 
@@ -62,17 +66,49 @@ def wrap_proposer(proposer_class, kernel) -> None:
     proposer_class.__init__ = init_then_compile
 
 
+PROPOSER_FIELDS = ("min_n", "max_n", "max_model_len", "k", "valid_ngram_draft", "valid_ngram_num_drafts")
+
+
+def _vllm_names() -> tuple:
+    """vLLM's proposer class and its kernel; raises where this vLLM lacks a name the wrapping uses."""
+    from vllm.v1.spec_decode.ngram_proposer import NgramProposer, batch_propose_numba
+
+    if not callable(getattr(batch_propose_numba, "compile", None)):
+        raise AttributeError("batch_propose_numba is not a Numba dispatcher (no compile)")
+    assigned = set(getattr(NgramProposer.__init__, "__code__", None) and NgramProposer.__init__.__code__.co_names)
+    missing = [name for name in PROPOSER_FIELDS if name not in assigned]
+    if missing:  # argument_types reads them off the proposer
+        raise AttributeError(f"NgramProposer.__init__ sets no {', '.join(missing)}")
+    return NgramProposer, batch_propose_numba
+
+
+def _on_cuda() -> tuple[bool, str]:
+    from runner.vllm.device import is_cuda
+
+    if is_cuda():
+        return True, ""
+    # The CPU worker runs in a process of its own, where this one's classes are not used.
+    return False, "CUDA only: the worker does not run in the engine-core process here"
+
+
 def install() -> bool:
     """Wraps vLLM's NgramProposer where the worker runs in this process (CUDA). Returns whether it is installed."""
     try:
-        from vllm.platforms import current_platform
-
-        if not current_platform.is_cuda():
-            return False  # the CPU worker runs in a process of its own, where this one's classes are not used
-        from vllm.v1.spec_decode.ngram_proposer import NgramProposer, batch_propose_numba
-
-        wrap_proposer(NgramProposer, batch_propose_numba)
+        cuda, why = _on_cuda()
+        if not cuda:
+            notice.not_applied(PIECE, why + "; the first decode compiles as vLLM has it")
+            return False
+        proposer, kernel = _vllm_names()
+        wrap_proposer(proposer, kernel)
     except Exception as exc:  # another vLLM's names: the first decode compiles as it always did
-        print(f"runner: n-gram proposer's kernel not compiled ahead: {type(exc).__name__}: {exc}", file=sys.stderr)
+        notice.not_applied(PIECE, f"{type(exc).__name__}: {exc}; the first decode compiles as vLLM has it")
         return False
+    notice.applied(PIECE, "NgramProposer.__init__ wrapped: batch_propose_numba compiles on a thread")
     return True
+
+
+def check() -> Check:
+    """vLLM's names, looked up without wrapping; inactive off CUDA."""
+    _vllm_names()
+    cuda, why = _on_cuda()
+    return Check(active=cuda, reason=why and why + " (vLLM's names are present)")

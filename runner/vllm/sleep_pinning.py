@@ -10,9 +10,9 @@ cache the H200's first sleeps still spent seconds in the allocator's backup loop
 runs beside vLLM's memory profiling and torch.compile and is joined before the CUDA graphs are captured (a capture
 forbids other threads' allocations).
 
-Installed in the engine-core process only (runner/execution/engine_process.py: the fork server's child) and
+Installed in the engine-core process only (runner/vllm/fork_server.py: the fork server's child) and
 only where the actor's engine sleeps (`PIN_AHEAD_ENV`, set by runner/scheduling/actor_spec.py); a vLLM whose
-worker or allocator differs leaves the first sleep as vLLM has it. The first two sleeps' log lines split their
+worker or allocator differs leaves the first sleep as vLLM has it, and says so in the log (runner.vllm.notice). The first two sleeps' log lines split their
 seconds into the allocator's calls (`_SleepSplit`): what a first sleep still pays beyond a later one.
 """
 from __future__ import annotations
@@ -24,6 +24,10 @@ import threading
 import time
 from typing import Iterable, Optional
 
+from runner.vllm import notice
+from runner.vllm.versions import Check
+
+PIECE = "sleep_pinning"
 PIN_AHEAD_ENV = "RUNNER_SLEEP_PIN_AHEAD"
 # The allocations level-1 sleep backs up in host memory (vLLM's CuMemBackend: offload_tags=("weights",)).
 OFFLOADED_TAG = "weights"
@@ -128,18 +132,44 @@ def _sleep_mode_on_cuda(worker) -> bool:
     return bool(getattr(model_config, "enable_sleep_mode", False)) and torch.cuda.is_available()
 
 
+WORKER_METHODS = ("load_model", "compile_or_warm_up_model", "sleep")
+
+
+def _vllm_classes() -> tuple:
+    """vLLM's GPU worker and its sleep allocator; raises where this vLLM lacks a name the wrapping uses."""
+    from vllm.device_allocator.cumem import CuMemAllocator
+    from vllm.v1.worker.gpu_worker import Worker
+
+    missing = [f"Worker.{name}" for name in WORKER_METHODS if not callable(getattr(Worker, name, None))]
+    if not callable(getattr(CuMemAllocator, "get_instance", None)):
+        missing.append("CuMemAllocator.get_instance")
+    if missing:
+        raise AttributeError("missing " + ", ".join(missing))
+    return Worker, CuMemAllocator
+
+
 def install() -> bool:
     """Wraps vLLM's GPU worker: after `load_model` a thread pins the sleep's buffers; `compile_or_warm_up_model`
     (CUDA graph capture) waits for it. Returns whether it is installed."""
     try:
-        from vllm.device_allocator.cumem import CuMemAllocator
-        from vllm.v1.worker.gpu_worker import Worker
-
-        wrap_worker(Worker, CuMemAllocator)
+        worker, allocator = _vllm_classes()
+        wrap_worker(worker, allocator)
     except Exception as exc:  # another vLLM's names: its first sleep pins as it always did
-        print(f"runner: sleep buffers not pinned ahead: {type(exc).__name__}: {exc}", file=sys.stderr)
+        notice.not_applied(PIECE, f"{type(exc).__name__}: {exc}; the first sleep pins as vLLM has it")
         return False
+    notice.applied(PIECE, "Worker.load_model, compile_or_warm_up_model and sleep wrapped; torch.empty during the "
+                          "first sleep")
     return True
+
+
+def check() -> Check:
+    """vLLM's names, looked up without wrapping; inactive off CUDA (no sleep mode, no pinned memory)."""
+    import torch
+
+    _vllm_classes()
+    if not torch.cuda.is_available():
+        return Check(active=False, reason="CUDA only: no CUDA device here (vLLM's names are present)")
+    return Check(active=True)
 
 
 def wrap_worker(worker_class, allocator_class) -> None:
@@ -154,8 +184,10 @@ def wrap_worker(worker_class, allocator_class) -> None:
             if _sleep_mode_on_cuda(self):
                 sizes = offloaded_sizes(allocator_class.get_instance().pointer_to_data)
                 self._runner_pinning = _Pinning(sizes, self.device).start()
+            else:
+                notice.not_applied(PIECE, "this worker runs without sleep mode on CUDA: nothing to pin")
         except Exception as exc:  # the allocator's records differ: the first sleep pins as vLLM has it
-            print(f"runner: sleep buffers not pinned ahead: {type(exc).__name__}: {exc}", file=sys.stderr)
+            notice.not_applied(PIECE, f"sleep buffers not pinned ahead: {type(exc).__name__}: {exc}")
         return result
 
     def compile_after_pinning(self, *args, **kwargs):

@@ -12,7 +12,9 @@ from __future__ import annotations
 import json
 from typing import Optional
 
-SCHEDULE_KEY = "num_speculative_tokens_per_batch_size"
+from runner.vllm.device import is_cuda_alike
+from runner.vllm.spec_config import SCHEDULE_KEY
+from runner.vllm.versions import Check
 
 
 def schedule_graph_args(kwargs: dict, *, cuda: bool) -> dict:
@@ -33,20 +35,26 @@ def schedule_graph_args(kwargs: dict, *, cuda: bool) -> dict:
     return {"compilation_config": {**(compilation or {}), "cudagraph_mode": "PIECEWISE"}}
 
 
-def _cuda() -> bool:
-    try:
-        from vllm.platforms import current_platform
-
-        return bool(current_platform.is_cuda_alike())
-    except Exception:
-        return False
-
-
 def with_version_compat(kwargs: dict) -> tuple[dict, Optional[str]]:
     """`kwargs` with what this vLLM needs added, and the added arguments as JSON for the engine row (None: none)."""
     if not (kwargs.get("speculative_config") or {}).get(SCHEDULE_KEY):
         return kwargs, None
-    added = schedule_graph_args(kwargs, cuda=_cuda())
+    added = schedule_graph_args(kwargs, cuda=is_cuda_alike())
     if not added:
         return kwargs, None
     return {**kwargs, **added}, json.dumps(added, sort_keys=True, separators=(",", ":"))
+
+
+def check() -> Check:
+    """vLLM's compilation config takes the mode added here; the addition itself is made on CUDA only."""
+    import dataclasses
+
+    from vllm.config import CompilationConfig
+    from vllm.config.compilation import CUDAGraphMode
+
+    if "cudagraph_mode" not in {f.name for f in dataclasses.fields(CompilationConfig)}:
+        return Check(active=False, reason="CompilationConfig has no cudagraph_mode")
+    CUDAGraphMode["PIECEWISE"]
+    if not is_cuda_alike():
+        return Check(active=False, reason="CUDA only: no CUDA graphs here (vLLM's names are present)")
+    return Check(active=True)

@@ -5,6 +5,8 @@ worker; read through `collective_rpc("runner_memory_report")`.
 """
 from __future__ import annotations
 
+from runner.vllm.versions import Check
+
 GIB = 1024**3
 
 
@@ -64,3 +66,13 @@ def _cpu_name() -> str:
     import platform
 
     return platform.processor() or "cpu"
+
+
+def check() -> Check:
+    """The engine argument that mixes the probe in; the worker's attributes are read with defaults (a worker
+    without them reports the sum of parameter bytes and the allocated cache tensors)."""
+    from runner.vllm.engine import engine_arg_names
+
+    if "worker_extension_cls" not in engine_arg_names():
+        return Check(active=False, reason="no worker_extension_cls engine argument")
+    return Check(active=True)

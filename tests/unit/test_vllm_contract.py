@@ -1,0 +1,85 @@
+"""The seam's contract with the installed vLLM (the CPU build here): each piece of runner/vllm/ looks up the vLLM
+names it relies on (its own `check()`, which changes nothing) and says whether it is active here. A vLLM upgrade
+that renames what a piece uses fails here, by name, instead of dropping a speed-up or a check without a word.
+
+Inactive here by design: the CUDA-only pieces (their names are still checked). On a CUDA machine they are active.
+"""
+from __future__ import annotations
+
+import pytest
+
+from runner.vllm import fork_server, ngram_jit, sleep_pinning
+from runner.vllm.versions import CPU_BUILD, GPU_STUDIES, PIECES, Kind, installed_version, piece
+
+
+def _cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+@pytest.fixture(scope="module")
+def verdicts() -> dict:
+    return {p.name: p.check() for p in PIECES}
+
+
+@pytest.mark.parametrize("name", [p.name for p in PIECES])
+def test_each_piece_finds_its_names_in_the_installed_vllm(name, verdicts):
+    verdict = verdicts[name]
+    if piece(name).cuda_only and not _cuda():
+        assert not verdict.active and verdict.reason.startswith("CUDA only") and "names are present" in \
+            verdict.reason, verdict.reason
+    else:
+        assert verdict.active, f"{name} on vLLM {installed_version()}: {verdict.reason}"
+
+
+def test_the_inactive_pieces_here_are_the_cuda_only_ones(verdicts):
+    """States which pieces do nothing on this machine's vLLM, and why."""
+    inactive = {name: v.reason for name, v in verdicts.items() if not v.active}
+    if _cuda():
+        assert inactive == {}
+    else:
+        assert sorted(inactive) == ["ngram_jit", "sleep_pinning", "spec_compat"], inactive
+
+
+def test_every_piece_was_checked_on_both_versions_and_the_installed_one_is_among_them():
+    assert all(p.checked_on == (GPU_STUDIES, CPU_BUILD) for p in PIECES)
+    assert installed_version() in (GPU_STUDIES, CPU_BUILD)
+    assert {p.name for p in PIECES if p.kind is Kind.PATCH} == {"fork_server", "sleep_pinning", "ngram_jit",
+                                                                "model_info"}
+
+
+def test_a_patch_says_when_it_does_not_apply(capsys):
+    assert not ngram_jit.install() or _cuda()  # the CPU worker runs in a process of its own
+    assert fork_server.use_start_method(fork_server.EngineStart.SPAWN) is fork_server.EngineStart.SPAWN
+    lines = capsys.readouterr().err.splitlines()
+    if not _cuda():
+        assert any(line.startswith("runner: vllm patch ngram_jit: not applied: CUDA only") for line in lines)
+    assert "runner: vllm patch fork_server: not applied: engine_start=spawn: the engine core starts as vLLM has it" \
+        in lines
+
+
+def test_sleep_pinning_says_whether_it_applied(monkeypatch, capsys):
+    class Worker:
+        def load_model(self): ...
+
+        def compile_or_warm_up_model(self): ...
+
+        def sleep(self, level=1): ...
+
+    class Allocator:
+        @classmethod
+        def get_instance(cls): ...
+
+    monkeypatch.setattr(sleep_pinning, "_vllm_classes", lambda: (Worker, Allocator))
+    assert sleep_pinning.install()
+
+    def renamed():
+        raise AttributeError("missing Worker.compile_or_warm_up_model")
+
+    monkeypatch.setattr(sleep_pinning, "_vllm_classes", renamed)
+    assert not sleep_pinning.install()
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0].startswith("runner: vllm patch sleep_pinning: applied (")
+    assert lines[1] == ("runner: vllm patch sleep_pinning: not applied: AttributeError: missing "
+                        "Worker.compile_or_warm_up_model; the first sleep pins as vLLM has it")
