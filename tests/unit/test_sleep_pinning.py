@@ -64,7 +64,8 @@ def test_allocator_records_it_cannot_read_leave_the_load_and_the_first_sleep_as_
     worker = _stand_ins(calls, allocations={1: Allocation(None, "weights")})()
     worker.load_model()
     assert not hasattr(worker, "_runner_pinning") and worker.compile_or_warm_up_model() == "compiled"
-    assert "runner: sleep buffers not pinned ahead: TypeError" in capsys.readouterr().err
+    assert ("runner: vllm patch sleep_pinning: not applied: sleep buffers not pinned ahead: TypeError"
+            in capsys.readouterr().err)
 
 
 def test_the_first_two_sleeps_say_where_their_seconds_went_and_later_sleeps_run_untouched(capsys):
