@@ -16,8 +16,8 @@ from runner.config.sections import RunConfig
 from runner.measurement.draft_schedule import DraftSchedule, ScheduleError
 from runner.schema import EngineSettings
 from runner.spec_arm import SpecArm
+from runner.vllm import spec_config
 from runner.vllm.spec_config import SCHEDULE_KEY
-from runner.vllm.spec_config import speculative_config as build_speculative_config
 
 AUTO = "auto"
 DEFAULT_MAX_NUM_SEQS = 256  # vLLM's default where engine.args does not set max_num_seqs
@@ -39,8 +39,8 @@ def speculative_config(settings: EngineSettings, extra: Optional[dict] = None) -
     schedule = json.loads(settings.spec_schedule) if isinstance(settings.spec_schedule, str) and \
         settings.spec_schedule else None
     profile = settings.spec_acceptance_profile if isinstance(settings.spec_acceptance_profile, str) else None
-    return build_speculative_config(arm, extra=extra, schedule=schedule,
-                                    acceptance=profile_of_text(profile).speculative_keys(arm.k))
+    return spec_config.speculative_config(arm, extra=extra, schedule=schedule,
+                                          acceptance=profile_of_text(profile).speculative_keys(arm.k))
 
 
 def arm_schedule(arm, *, index: int, max_num_seqs: int = DEFAULT_MAX_NUM_SEQS) -> Optional[DraftSchedule]:
