@@ -5,7 +5,10 @@ vLLM or torch). Every piece has a `check()` that looks up its names in the insta
 anything, and says whether the piece is active here and, if not, why (tests/unit/test_vllm_contract.py runs them
 all). A patch also says so in the log when it applies and when it does not (`runner.vllm.notice`).
 
-Checked on: 0.26.0 (CUDA build, the GPU machine of the studies) and 0.32.0 (CPU build here, and CUDA).
+`checked_on`: the vLLM versions a piece ran on. 0.26.0 is the CUDA build of the H200 studies (docs/benchmarks.md,
+docs/results/: their engine logs carry the patches' lines); 0.32.0 is the CPU build of this checkout, where the
+contract test runs every `check()`. The checks themselves are newer than the H200 runs: on 0.26.0 they have not
+run yet (the next GPU run should run tests/unit/test_vllm_contract.py there).
 """
 from __future__ import annotations
 
