@@ -67,7 +67,7 @@ def test_vllm_refuses_what_parse_refuses():
             validate_and_normalize_dynamic_sd_schedule(bad)
 
 
-def test_round_trip_json_and_serve_line_through_vllms_parser():
+def test_round_trip_json_and_serve_command_through_vllms_parser():
     from vllm.engine.arg_utils import AsyncEngineArgs
     from vllm.utils.argparse_utils import FlexibleArgumentParser
 
