@@ -14,10 +14,11 @@ import pandas as pd
 
 from runner.measurement.decision import Candidate, DecisionKind, decide
 from runner.plan.question import matches
-from runner.report.arms import POINT_FIELDS, point_axes, point_coords
+from runner.report.arms import POINT_FIELDS
+from runner.report.brief import by_line, counts_text, fit, lines_text, where_text
 from runner.report.samples import deciding_metric
 from runner.report.verdict import crossovers as crossings_of
-from runner.report.verdict import describe_range, interval_range, ratio_range
+from runner.report.verdict import interval_range, ratio_range
 
 ANSWER_COLUMNS = ["workload", "deploy", "by how much", "flips", "how sure", "caveats"]
 
@@ -100,61 +101,82 @@ def question_outcomes(points: pd.DataFrame, engines: pd.DataFrame, question: Que
     return pd.DataFrame(rows)
 
 
-def _where(mine: pd.DataFrame, group: pd.DataFrame, trials: pd.DataFrame, workload: str) -> str:
-    axes = point_axes(trials[trials.workload == workload])
-    return describe_range([point_coords(r) for r in mine.to_dict("records")],
-                          [point_coords(r) for r in group.to_dict("records")], axes)
-
-
-def _question_text(q: pd.DataFrame, labels: dict[str, str], trials: pd.DataFrame, workload: str) -> str:
-    parts = []
+def _question_text(q: pd.DataFrame, labels: dict[str, str], trials: pd.DataFrame) -> tuple[str, str]:
+    """The question's answer per (side, kind), in full and in brief (counts instead of where)."""
+    full, brief = [], []
     for (side, kind), mine in q.groupby(["side", "kind"], sort=False, dropna=False):
-        where = _where(mine, q, trials, workload)
+        where = where_text(q, [i in mine.index for i in q.index], trials)
+        at = f" at {where}" if where else ""
+        share = f" at {len(mine)}/{len(q)} points" if len(mine) < len(q) else ""
         if kind == DecisionKind.WINNER:
             better, worse = labels[side], labels["b" if side == "a" else "a"]
-            parts.append(f"{better} {ratio_range(mine.ratio)} [{interval_range(mine.lo, mine.hi)}] over {worse} "
-                         f"at {where}")
+            head = f"{better} {ratio_range(mine.ratio)} [{interval_range(mine.lo, mine.hi)}] over {worse}"
         elif kind == DecisionKind.TIE:
-            parts.append(f"tie ({ratio_range(mine.ratio)}, [{interval_range(mine.lo, mine.hi)}]) at {where}")
+            head = f"tie ({ratio_range(mine.ratio)}, [{interval_range(mine.lo, mine.hi)}])"
         elif kind == DecisionKind.TOO_FEW:
-            parts.append(f"{labels.get(side, side)} ahead {ratio_range(mine.ratio)}, too few repeats, at {where}")
+            head = f"{labels.get(side, side)} ahead {ratio_range(mine.ratio)}, too few repeats"
         else:
-            parts.append(f"not both measured at {where}")
-    return "; ".join(parts)
+            head = "not both measured"
+        full.append(head + at)
+        brief.append(head + share)
+    return "; ".join(full), "; ".join(brief)
 
 
-def _third_arm_text(entry: dict, q: pd.DataFrame, mine: pd.DataFrame) -> str:
-    """Where the arm to deploy is neither side of the question, what it leads by (the question stays stated)."""
+def _third_arm_text(entry: dict, q: pd.DataFrame, mine: pd.DataFrame) -> tuple[str, str]:
+    """Where the arm to deploy is neither side of the question, what it leads by (the question stays stated): in
+    full and in brief."""
     sides = set(q.a_arm.dropna()) | set(q.b_arm.dropna()) if "a_arm" in q else set()
     choice = entry.get("choice")
     if not choice or choice in sides:
-        return ""
-    return f" — deployed arm {choice}: {_margin_text(mine[mine.choice == choice]) if (mine.choice == choice).any() else 'tied for first at the most points'}"
+        return "", ""
+    chosen = mine[mine.choice == choice]
+    texts = _margin_text(chosen) if len(chosen) else ("tied for first at the most points",) * 2
+    return tuple(f" — deployed arm {choice}: {t}" for t in texts)
 
 
-def _deploy_text(entry: dict) -> str:
-    per_load = entry.get("choice_per_load") or []
+SHORT_KIND = {DecisionKind.TOO_FEW: "too few repeats", DecisionKind.CAPACITY: "KV wall",
+              DecisionKind.NO_RESULT: "no result", DecisionKind.TIE: "tie", DecisionKind.WINNER: "no choice"}
+
+
+def point_label(row: dict) -> str:
+    """What a point chose, in a word: its arm, or why it has none."""
+    choice = row.get("choice")
+    return choice if isinstance(choice, str) else SHORT_KIND.get(row["kind"], str(row["kind"]))
+
+
+def _deploy_text(mine: pd.DataFrame, entry: dict, trials: pd.DataFrame) -> str:
+    labels = [point_label(r) for r in mine.to_dict("records")]
     choice = entry.get("choice")
-    if len(per_load) == 1:
-        arm = per_load[0]["arm"]
-        return arm if arm == choice else f"no choice: {arm.removeprefix('no choice ')}"
-    loads = "; ".join(f"{p['arm']} at {p['where']}" for p in per_load)
-    return loads + (f" — one setting for all: {choice}" if choice else "")
+    if len(set(labels)) == 1:
+        return labels[0] if labels[0] == choice else f"no choice: {labels[0]}"
+    tail = f"; one for all: {choice}" if choice else "; no one setting for all"
+    return fit(lines_text(by_line(mine, labels, trials)) + tail, "by load: " + counts_text(labels) + tail)
 
 
-def _margin_text(mine: pd.DataFrame) -> str:
-    parts = []
+def _margin_text(mine: pd.DataFrame) -> tuple[str, str]:
+    """How far the choice leads, per kind of outcome: in full (arms named) and in brief (points counted)."""
+    full, brief = [], []
+    share = {kind: (f" at {len(rows)}/{len(mine)} points" if len(rows) < len(mine) else "")
+             for kind, rows in mine.groupby("kind", sort=False)}
     for kind, rows in mine.groupby("kind", sort=False):
         if kind == DecisionKind.WINNER:
-            parts.append(f"{ratio_range(rows.margin)} over " + ", ".join(dict.fromkeys(rows.runner_up.dropna())))
+            full.append(f"{ratio_range(rows.margin)} over " + ", ".join(dict.fromkeys(rows.runner_up.dropna())))
+            brief.append(f"{ratio_range(rows.margin)} over the next arm{share[kind]}")
         elif kind == DecisionKind.TIE:
-            parts.append(f"tied for first: {', '.join(dict.fromkeys(a for t in rows.tied for a in t))} "
-                         f"({ratio_range(rows.margin)} apart)")
+            full.append(f"tied for first: {', '.join(dict.fromkeys(a for t in rows.tied for a in t))} "
+                        f"({ratio_range(rows.margin)} apart)")
+            brief.append(f"tie within noise{share[kind]} ({ratio_range(rows.margin)} apart)")
         elif kind == DecisionKind.TOO_FEW:
-            parts.append("too few repeats to say")
+            full.append("too few repeats to say")
+            brief.append(f"too few repeats{share[kind]}")
         elif kind == DecisionKind.CAPACITY:
-            parts.append("KV capacity wall: no configuration effect")
-    return "; ".join(parts) or "–"
+            full.append("KV capacity wall: no configuration effect")
+            brief.append(f"KV capacity wall{share[kind]}")
+    vs_off = mine.vs_off.dropna()
+    if len(vs_off):
+        full.append(f"vs spec off {ratio_range(vs_off)}")
+        brief.append(f"vs spec off {ratio_range(vs_off)}")
+    return "; ".join(full) or "–", "; ".join(brief) or "–"
 
 
 def _sure_text(mine: pd.DataFrame, q: Optional[pd.DataFrame]) -> str:
@@ -164,11 +186,20 @@ def _sure_text(mine: pd.DataFrame, q: Optional[pd.DataFrame]) -> str:
     return (f"95% [{interval}]" if interval != "–" else "no interval") + f", {n} repeat(s)"
 
 
-def _flips_text(crossovers: pd.DataFrame) -> str:
+def _flips_text(crossovers: pd.DataFrame) -> list[str]:
+    """Where the choice flips, from most to least detailed: every flip, the axes with where, the axes alone."""
     if not len(crossovers):
-        return "–"
-    return "; ".join(f"{r['axis']} {r['between']}" + (f" ({r['with']})" if r["with"] != "–" else "")
-                     + f": {r['from']} → {r['to']}" for r in crossovers.to_dict("records"))
+        return ["–"]
+    records = crossovers.to_dict("records")
+    every = "; ".join(f"{r['axis']} {r['between']}" + (f" ({r['with']})" if r["with"] != "–" else "")
+                      + f": {r['from']} → {r['to']}" for r in records)
+    by_axis: dict[str, list[str]] = {}
+    for r in records:
+        by_axis.setdefault(r["axis"], [])
+        if r["with"] != "–" and r["with"] not in by_axis[r["axis"]]:
+            by_axis[r["axis"]].append(r["with"])
+    where = "; ".join(f"along {axis}" + (f" at {', '.join(w)}" if w else "") for axis, w in by_axis.items())
+    return [every, where, "along " + ", ".join(by_axis)]
 
 
 def caveat_tags(workload: str, *, config: dict, outcomes: pd.DataFrame, degenerate: pd.DataFrame,
@@ -188,9 +219,11 @@ def caveat_tags(workload: str, *, config: dict, outcomes: pd.DataFrame, degenera
         tags.append("capacity wall")
     if ((outcomes.n_min > 0) & (outcomes.n_min < min_repeats)).any():
         tags.append(f"< {min_repeats} repeats")
-    if len(failures):
-        tags.append("failed: " + ", ".join(sorted(set(map(str, failures.arm)))))
-    return ", ".join(tags) or "–"
+    failed = sorted(set(map(str, failures.arm))) if len(failures) else []
+    if failed:
+        tags.append("failed: " + ", ".join(failed))
+    brief = [t if not t.startswith("failed: ") else f"{len(failed)} arm(s) failed" for t in tags]
+    return fit(", ".join(tags), ", ".join(brief)) if tags else "–"
 
 
 def answer_table(*, outcomes: pd.DataFrame, points: pd.DataFrame, engines: pd.DataFrame, trials: pd.DataFrame,
@@ -207,27 +240,37 @@ def answer_table(*, outcomes: pd.DataFrame, points: pd.DataFrame, engines: pd.Da
     rows = []
     for workload, mine in outcomes.groupby("workload", sort=False):
         entry = recommendation["workloads"].get(workload, {})
+        mine_trials = trials[trials.workload == workload]
         q = q_all[q_all.workload == workload] if q_all is not None and len(q_all) else None
         by = _margin_text(mine)
         if q is not None and len(q):
-            by = _question_text(q, labels, trials, workload) + _third_arm_text(entry, q, mine)
-        flips = _flips_text(crossovers[crossovers.workload == workload]) if len(crossovers) else "–"
+            full, brief = _question_text(q, labels, mine_trials)
+            third, third_brief = _third_arm_text(entry, q, mine)
+            by = (full + third, brief + third, brief + third_brief, brief)
+        flips = _flips_text(crossovers[crossovers.workload == workload]) if len(crossovers) else ["–"]
         if q is not None and len(q):
             sided = q.assign(choice=[labels.get(s) if k == DecisionKind.WINNER else None
                                      for s, k in zip(q.side, q.kind)])
             asked = _flips_text(crossings_of(sided, trials))
-            if asked != "–":
-                flips = f"question: {asked}" + ("" if flips == "–" else f"; deploy: {flips}")
-        rows.append({"workload": f"{workload} ({deciding_metric(workload).label})", "deploy": _deploy_text(entry),
-                     "by how much": by, "flips": flips,
+            if asked != ["–"]:
+                flips = [f"question: {a}" + ("" if d == "–" else f"; deploy: {d}")
+                         for a, d in zip(asked, flips + flips[-1:] * (len(asked) - len(flips)))]
+        rows.append({"workload": f"{workload} ({deciding_metric(workload).label})",
+                     "deploy": _deploy_text(mine, entry, mine_trials),
+                     "by how much": fit(*by), "flips": fit(*flips),
                      "how sure": _sure_text(mine, q),
                      "caveats": caveat_tags(workload, config=config, outcomes=mine, degenerate=degenerate,
                                             divergence=divergence, failures=failures, min_repeats=min_repeats)})
     return pd.DataFrame(rows, columns=ANSWER_COLUMNS)
 
 
-def draft_count_lines(draft_summary: pd.DataFrame, draft_choices: pd.DataFrame) -> list[str]:
-    """The draft-count question in plain words, one line per workload and spec method (ties said as ties)."""
+def _k_text(best_k) -> str:
+    return "no choice" if best_k is None or pd.isna(best_k) else ("off" if int(best_k) == 0 else f"k={int(best_k)}")
+
+
+def draft_count_lines(draft_summary: pd.DataFrame, draft_choices: pd.DataFrame, trials: pd.DataFrame) -> list[str]:
+    """The draft-count question in plain words, one line per workload and spec method (ties said as ties), each
+    within the Answer's cell limit."""
     lines = []
     for r in draft_summary.to_dict("records"):
         if "no spec-off arm" in (r["notes"] or "") and "," not in r["k tried"]:
@@ -244,6 +287,10 @@ def draft_count_lines(draft_summary: pd.DataFrame, draft_choices: pd.DataFrame) 
             text = (f"no k changes {label} here beyond noise (k={r['k tried']} tied at every point): "
                     f"run k={r['single k']}")
         else:
-            text = f"{r['best k']}; one k for all loads: {r['single k']}" + (f" ({r['notes']})" if r["notes"] else "")
+            ks = [_k_text(k) for k in mine.best_k]
+            where = lines_text(by_line(mine, ks, trials[trials.workload == r["workload"]]))
+            one = f"; one k for all loads: {r['single k']}"
+            text = fit(where + one + (f" ({r['notes']})" if r["notes"] else ""), where + one,
+                       "by load: " + counts_text(ks) + one)
         lines.append(f"- **{r['workload']}, {r['method']}**: {text}")
     return lines

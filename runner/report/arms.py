@@ -5,6 +5,8 @@ plan labels engines (runner.labels): the spec arm always shows, every
 other setting (prefix caching, memory budget, max length, engine arguments,
 API, model) only where arms differ; the source folder shows only when the same
 configuration appears in more than one folder.
+A static draft count and the model's own acceptance are the defaults and go unsaid
+(`sched=static`, `accept=real` are dropped): only a schedule or profile arm names its own.
 A workload point is (workload, params, concurrency); repeats of one arm at one
 point are pooled.
 """
@@ -23,6 +25,7 @@ ARM_FIELDS = ("model", "spec_method", "num_speculative_tokens", "enable_prefix_c
               "spec_acceptance_profile")
 # Arm fields that results from before them lack (read as null: a static k, real acceptance).
 LATER_ARM_FIELDS = ("spec_schedule", "spec_acceptance_profile")
+DEFAULT_LABEL_WORDS = ("sched=static", "accept=real")  # what every arm is unless it says otherwise
 POINT_FIELDS = ("workload", "workload_params_json", "concurrency")
 CONCURRENCY = "concurrency"
 
@@ -55,6 +58,7 @@ def _arm_table(rows: pd.DataFrame) -> pd.DataFrame:
     arms["family"] = [" ".join(w for w in label.partition(" ")[2].split() if not w.startswith(("sched=", "accept=")))
                       for label in labels]
     arms["scheduled"] = [isinstance(v, str) and bool(v) for v in arms.spec_schedule]
+    arms["arm"] = [without_defaults(label) for label in labels]
     if (arms.groupby("arm").source.nunique() > 1).any():
         arms["arm"] = [f"{a} @{s}" for a, s in zip(arms.arm, arms.source)]
         arms["family"] = [f"{f} @{s}".strip() for f, s in zip(arms.family, arms.source)]
@@ -68,6 +72,11 @@ def _arm_table(rows: pd.DataFrame) -> pd.DataFrame:
     order = sorted(arms.arm_order.unique())
     arms["arm_order"] = arms.arm_order.map({o: i for i, o in enumerate(order)})
     return arms
+
+
+def without_defaults(label: str) -> str:
+    """A label without the words every arm has unless it says otherwise (a static k, the model's acceptance)."""
+    return " ".join(w for w in label.split(" ") if w not in DEFAULT_LABEL_WORDS)
 
 
 def _settings(row: dict) -> EngineSettings:

@@ -10,9 +10,11 @@ import pandas as pd
 
 from runner.report import categories, flags, plots, rates, sections, verdict
 from runner.report.answer import answer_table, draft_count_lines
+from runner.report.blocking import blocking_caveats
 from runner.report.arms import add_arms, describe_point, fixed_params, point_axes, point_coords
 from runner.report.cost import cost_table
 from runner.report.load import Results, load_results
+from runner.report.matrix import matrix_section
 from runner.report.samples import deciding_metric, point_table, sample_values
 from runner.report.pareto import pareto_points
 from runner.report.profiles import profiles_as_points
@@ -59,6 +61,7 @@ class Analysis:
     schedules: list = field(default_factory=list)  # runner.report.schedule_report.derived_schedules
     schedule_outcomes: pd.DataFrame = field(default_factory=pd.DataFrame)
     al_predictions: pd.DataFrame = field(default_factory=pd.DataFrame)
+    blocking: list[str] = field(default_factory=list)  # runner.report.blocking: said above the Answer
 
     def point_text(self, frame: pd.DataFrame) -> list[str]:
         return _point_text(frame, self.trials)
@@ -121,9 +124,11 @@ def analyse(results: Results, *, bandwidth: float | None = None, settings: Repor
         slo_reach=max_concurrency(figures, s.slo) if figures is not None else pd.DataFrame(),
         pareto=pareto_points(trials) if len(trials) else pd.DataFrame(),
         cost=cost_table(trials, gpu_hour_usd=s.gpu_hour_usd) if s.gpu_hour_usd else pd.DataFrame(),
-        race=race, recommendation=recommended, answer=answer, draft_lines=draft_count_lines(summary, choices),
+        race=race, recommendation=recommended, answer=answer, draft_lines=draft_count_lines(summary, choices, trials),
         schedules=schedules, schedule_outcomes=schedule_outcomes(points, choices, **rule),
-        al_predictions=acceptance_predictions(results.trials))
+        al_predictions=acceptance_predictions(results.trials),
+        blocking=blocking_caveats(config=config, engines=engines, trials=trials, outcomes=outcomes,
+                                  degenerate=degenerate, divergence=divergence, min_repeats=s.min_repeats))
 
 
 def _params_text(trials: pd.DataFrame, workload: str, params_json: str) -> str:
@@ -276,7 +281,7 @@ def _draft_section(a: Analysis) -> str:
 def render_markdown(a: Analysis, *, plot_files: list[Path]) -> str:
     title = "# Sweep report: " + ", ".join(a.results.sources)
     names = [p.name for p in plot_files]
-    parts = [title, sections.answer_section(a), _sources_section(a), section("Verdict", md_table(a.verdict)),
+    parts = [title, sections.answer_section(a), matrix_section(a), _sources_section(a), section("Verdict", md_table(a.verdict)),
              _metrics_section(a),
              sections.recommendation_section(a), sections.slo_section(a),
              sections.pareto_section(a, [n for n in names if n.endswith("_pareto.png")]), sections.cost_section(a),
@@ -367,6 +372,7 @@ def write_report(*, run_dirs: list[Path], out_dir: Path | None = None, echo: boo
     _write_atomic(recommendation_path, yaml.safe_dump(a.recommendation, sort_keys=False, allow_unicode=True,
                                                       width=120))
     _write_atomic(out_dir / ANSWER_FILE, json.dumps({"question": sections.question_title(a),
+                                                     "blocking": [b.replace("**", "") for b in a.blocking],
                                                      "answer": a.answer.to_dict("records"),
                                                      "draft_count": a.draft_lines}, indent=1))
     if echo:

@@ -16,7 +16,8 @@ def question_title(a) -> str:
     return question.name if question else ""
 
 
-def _answer_intro(a) -> str:
+def _answer_intro(a) -> tuple[str, str]:
+    """The question (said before the table) and the rules (after it)."""
     question = _question(a)
     s = a.settings
     asked = ""
@@ -25,23 +26,28 @@ def _answer_intro(a) -> str:
         asked = (f"Question: **{question.name}** — a: {selector_text(question.a)} ({sides['a']}) against b: "
                  f"{selector_text(question.b)} ({sides['b']}); \"by how much\" states a against b per workload, "
                  f"even where another arm leads. ")
-    return (asked + "Deploy: per point the simplest arm tied for first (spec off before speculation, the smaller k, "
-            "then the sweep's arm order); where the choice differs by load, per load and one setting for all (tied "
-            f"for first at the most points). Tied: the 95% interval of leader / arm reaches into ±{s.tie_band:.0%}. "
-            "Details, rules and every number below.")
+    rules = ("Deploy: per point the simplest arm tied for first (spec off before speculation, the smaller k, then "
+             "the sweep's arm order); where the choice differs by load, per load and one setting for all (tied for "
+             f"first at the most points). Tied: the 95% interval of leader / arm reaches into ±{s.tie_band:.0%}. "
+             "Load points in a row with the same choice merge into a range (c=1–16); the matrix below has every "
+             "point. Details, rules and every number further down.")
+    return asked, rules
 
 
 def answer_section(a) -> str:
     if not len(a.answer):
         return section("Answer", "No measured trials yet.")
     draft = ["**Draft count**", *a.draft_lines] if a.draft_lines else []
-    return section("Answer", _answer_intro(a), md_table(a.answer), "\n".join(draft))
+    blocking = "\n".join(["**Before you use this answer:**", *(f"- {b}" for b in a.blocking)])
+    asked, rules = _answer_intro(a)
+    return section("Answer", blocking if a.blocking else "", asked, md_table(a.answer), "\n".join(draft), rules)
 
 
 def answer_text(a) -> str:
     """The terminal's closing block: the same Answer table and draft-count lines as report.md."""
     title = question_title(a)
-    lines = ["answer" + (f" — {title}" if title else "") + ":", md_table(a.answer)]
+    lines = ["answer" + (f" — {title}" if title else "") + ":",
+             *(f"! {b.replace('**', '')}" for b in a.blocking), md_table(a.answer)]
     if a.draft_lines:
         lines += ["draft count:", *(line.removeprefix("- ").replace("**", "") for line in a.draft_lines)]
     return "\n".join(lines)

@@ -1,0 +1,52 @@
+"""Caveats that make the Answer unusable or untrustworthy, said above it (not among the details). Pure.
+
+Blocking: dummy weights (speeds and acceptance are not the model's), fewer repeats than a choice needs, a KV
+capacity wall, an open-loop client that ran behind its schedule (the point measured the client), outputs that
+repeat a few tokens (acceptance is not that of real text) or differ between arms (not like for like). Each line
+says where and the fix.
+"""
+from __future__ import annotations
+
+import pandas as pd
+
+from runner.measurement.decision import DecisionKind
+
+
+def _where(frame: pd.DataFrame) -> str:
+    counts = frame.groupby("workload", sort=False).size()
+    return ", ".join(f"{w} ({n})" for w, n in counts.items())
+
+
+def _dummy(config: dict, engines: pd.DataFrame) -> bool:
+    model = (config or {}).get("model") or {}
+    names = engines.model.astype(str) if len(engines) and "model" in engines else pd.Series(dtype=str)
+    return model.get("load_format") == "dummy" or names.str.contains("dummy").any()
+
+
+def blocking_caveats(*, config: dict, engines: pd.DataFrame, trials: pd.DataFrame, outcomes: pd.DataFrame,
+                     degenerate: pd.DataFrame, divergence: pd.DataFrame, min_repeats: int) -> list[str]:
+    lines = []
+    if _dummy(config, engines):
+        lines.append("**Dummy weights** (model.load_format: dummy): speeds are not the real model's and its own "
+                     "acceptance means nothing (only a synthetic acceptance profile stands in for text). Fix: real "
+                     "weights before deploying.")
+    few = outcomes[(outcomes.n_min > 0) & (outcomes.n_min < min_repeats)] if len(outcomes) else outcomes
+    if len(few):
+        lines.append(f"**Too few repeats** at {len(few)} of {len(outcomes)} points ({_where(few)}): fewer than "
+                     f"{min_repeats}, so no choice there. Fix: sweep.repeats={min_repeats}.")
+    walled = outcomes[outcomes.kind == DecisionKind.CAPACITY] if len(outcomes) else outcomes
+    if len(walled):
+        lines.append(f"**KV capacity wall** at {len(walled)} point(s) ({_where(walled)}): they measure the KV pool, "
+                     "not the configuration. Fix: lower concurrency or context, or more KV memory.")
+    if "client_behind" in trials and len(trials):
+        behind = trials[trials.client_behind.fillna(False).astype(bool)]
+        if len(behind):
+            lines.append(f"**Client behind** in {len(behind)} open-loop trial(s) ({_where(behind)}): the sends ran "
+                         "late, so those points measured the client. Fix: a lower rate or a faster client host.")
+    if len(degenerate):
+        lines.append("**Degenerate outputs** (" + ", ".join(dict.fromkeys(degenerate.arm)) + "): outputs repeat a "
+                     "few tokens, so acceptance there is not that of real text.")
+    if len(divergence):
+        lines.append("**Outputs differ** (" + ", ".join(sorted(set(divergence.arm))) + "): arms generated other "
+                     "tokens than the reference at the same point; not a like-for-like comparison.")
+    return lines
