@@ -1,5 +1,5 @@
-"""`python -m runner.report <results folder> [<more folders>...] [--out DIR]`: report.md, recommendation.yaml,
-PNGs and the headline tables. Settings come from the first folder's config.yaml (`report:`); flags override."""
+"""`python -m runner.report <results folder> [<more folders>...] [--out DIR]`: report.md, report.html,
+recommendation.yaml, PNGs and the headline tables. Settings come from the first folder's config.yaml (`report:`); flags override."""
 from __future__ import annotations
 
 import argparse
@@ -50,8 +50,8 @@ def _selector(text: str) -> dict:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m runner.report",
-        description="Write report.md, recommendation.yaml and PNG plots from persisted results (nothing is "
-                    "re-run). Two or more folders are compared as one report.")
+        description="Write report.md, report.html, recommendation.yaml and PNG plots from persisted results "
+                    "(nothing is re-run). Two or more folders are compared as one report.")
     parser.add_argument("folders", nargs="+", type=Path, help="results folders (outputs/<sweep>/<run>)")
     parser.add_argument("--out", type=Path, default=None, help="where the files go (default: the first folder)")
     parser.add_argument("--bandwidth-tbs", type=float, default=None,

@@ -8,11 +8,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from runner.report import categories, flags, plots, rates, sections, verdict
+from runner.report import categories, flags, plots, rates, sections, study_plots, verdict
 from runner.report.answer import answer_table, draft_count_lines
 from runner.report.blocking import blocking_caveats
 from runner.report.arms import add_arms, describe_point, fixed_params, point_axes, point_coords
 from runner.report.cost import cost_table
+from runner.report.html import to_html
 from runner.report.load import Results, load_results
 from runner.report.matrix import matrix_section
 from runner.report.samples import deciding_metric, point_table, sample_values
@@ -29,6 +30,7 @@ from runner.report.latency_target import arm_point_figures, max_concurrency, slo
 
 
 ANSWER_FILE = "answer.json"  # the Answer table as records: the W&B sweep run shows it
+HTML_FILE = "report.html"  # report.md as one self-contained page (runner.report.html)
 
 
 @dataclass(kw_only=True)
@@ -299,8 +301,12 @@ def render_markdown(a: Analysis, *, plot_files: list[Path]) -> str:
 
 def _draw(a: Analysis, out_dir: Path) -> list[Path]:
     """Plots; one that fails is reported and skipped (the tables are the report)."""
-    jobs = [lambda w=w: plots.plot_vs_concurrency(a.points, a.trials, w, out_dir)
-            for w in dict.fromkeys(a.points.workload)]
+    workloads = list(dict.fromkeys(a.points.workload))
+    jobs = [lambda w=w: plots.plot_vs_concurrency(a.points, a.trials, w, out_dir) for w in workloads]
+    jobs += [lambda w=w: study_plots.plot_throughput(a.trials, w, out_dir) for w in workloads]
+    jobs += [lambda w=w: study_plots.plot_speedup(a.points, a.trials, w, out_dir) for w in workloads]
+    jobs += [lambda w=w: study_plots.plot_best_k_by_batch(a.schedules, a.trials, w, out_dir,
+                                                          params_text=a.params_text) for w in workloads]
     jobs += [lambda: plots.plot_acceptance_per_position(a.trials, out_dir),
              lambda: plots.plot_kv_capacity(a.engines, out_dir)]
     jobs += [lambda: rates.plot_rates(a, out_dir)]
@@ -350,8 +356,8 @@ def _write_atomic(path: Path, text: str) -> None:
 
 def write_report(*, run_dirs: list[Path], out_dir: Path | None = None, echo: bool = False,
                  bandwidth: float | None = None, overrides: dict | None = None, question: dict | None = None) -> Report:
-    """Reads the folders' persisted files and writes report.md, recommendation.yaml and PNGs into out_dir (default:
-    the first folder). `overrides` (tie_band, slo, gpu_hour_usd, seed) replace the persisted report settings;
+    """Reads the folders' persisted files and writes report.md and report.html, recommendation.yaml and PNGs into
+    out_dir (default: the first folder). `overrides` (tie_band, slo, gpu_hour_usd, seed) replace the persisted report settings;
     `question` ({a, b, name}) replaces the persisted sweep.question."""
     import yaml
 
@@ -367,7 +373,9 @@ def write_report(*, run_dirs: list[Path], out_dir: Path | None = None, echo: boo
     a = analyse(results, bandwidth=bandwidth, settings=settings)
     plot_files = _draw(a, out_dir)
     path = out_dir / "report.md"
-    _write_atomic(path, render_markdown(a, plot_files=plot_files))
+    markdown = render_markdown(a, plot_files=plot_files)
+    _write_atomic(path, markdown)
+    _write_atomic(out_dir / HTML_FILE, to_html(markdown, out_dir, title=markdown.splitlines()[0].lstrip("# ")))
     recommendation_path = out_dir / "recommendation.yaml"
     _write_atomic(recommendation_path, yaml.safe_dump(a.recommendation, sort_keys=False, allow_unicode=True,
                                                       width=120))

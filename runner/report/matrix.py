@@ -27,7 +27,8 @@ def _cell(row: dict, decision: dict | None, metric) -> str:
     return f"{text} {TIED}" if row["arm"] in (decision.get("tied") or []) else text
 
 
-def arm_load_matrices(points: pd.DataFrame, outcomes: pd.DataFrame, trials: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+def arm_load_matrices(points: pd.DataFrame, outcomes: pd.DataFrame,
+                      trials: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
     """[(title, matrix)] per workload and line; the matrix's first column is the arm."""
     out = []
     decisions = {(r["workload"], r["workload_params_json"], int(r["concurrency"])): r

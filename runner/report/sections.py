@@ -7,6 +7,9 @@ from runner.report.answer import answerable_question, selector_text, side_arms
 from runner.report.render import md_table, section
 
 
+BLOCKING_TITLE = "Before you use this answer:"  # the blocking caveats' heading (report.html marks that block)
+
+
 def _question(a):
     return answerable_question(a.results.configs[0] if a.results.configs else {}, a.engines)
 
@@ -38,7 +41,7 @@ def answer_section(a) -> str:
     if not len(a.answer):
         return section("Answer", "No measured trials yet.")
     draft = ["**Draft count**", *a.draft_lines] if a.draft_lines else []
-    blocking = "\n".join(["**Before you use this answer:**", *(f"- {b}" for b in a.blocking)])
+    blocking = "\n".join([f"**{BLOCKING_TITLE}**", *(f"- {b}" for b in a.blocking)])
     asked, rules = _answer_intro(a)
     return section("Answer", blocking if a.blocking else "", asked, md_table(a.answer), "\n".join(draft), rules)
 
