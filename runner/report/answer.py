@@ -7,6 +7,7 @@ where a third arm leads.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -186,6 +187,11 @@ def _sure_text(mine: pd.DataFrame, q: Optional[pd.DataFrame]) -> str:
     return (f"95% [{interval}]" if interval != "–" else "no interval") + f", {n} repeat(s)"
 
 
+def _natural(text: str) -> list:
+    """Sorts "c=16" after "c=4": numbers as numbers."""
+    return [float(p) if p.replace(".", "", 1).isdigit() else p for p in re.split(r"(\d+(?:\.\d+)?)", text)]
+
+
 def _flips_text(crossovers: pd.DataFrame) -> list[str]:
     """Where the choice flips, from most to least detailed: every flip, the axes with where, the axes alone."""
     if not len(crossovers):
@@ -198,7 +204,8 @@ def _flips_text(crossovers: pd.DataFrame) -> list[str]:
         by_axis.setdefault(r["axis"], [])
         if r["with"] != "–" and r["with"] not in by_axis[r["axis"]]:
             by_axis[r["axis"]].append(r["with"])
-    where = "; ".join(f"along {axis}" + (f" at {', '.join(w)}" if w else "") for axis, w in by_axis.items())
+    where = "; ".join(f"along {axis}" + (f" at {', '.join(sorted(w, key=_natural))}" if w else "")
+                      for axis, w in by_axis.items())
     return [every, where, "along " + ", ".join(by_axis)]
 
 
@@ -292,5 +299,5 @@ def draft_count_lines(draft_summary: pd.DataFrame, draft_choices: pd.DataFrame, 
             one = f"; one k for all loads: {r['single k']}"
             text = fit(where + one + (f" ({r['notes']})" if r["notes"] else ""), where + one,
                        "by load: " + counts_text(ks) + one)
-        lines.append(f"- **{r['workload']}, {r['method']}**: {text}")
+        lines.append(f"- **{r['workload']}, {r['method']}**: {fit(text)}")
     return lines

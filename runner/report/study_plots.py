@@ -32,21 +32,9 @@ def _throughput_points(trials: pd.DataFrame, workload: str) -> pd.DataFrame:
 
 def plot_throughput(trials: pd.DataFrame, workload: str, out_dir: Path) -> Path | None:
     """Aggregate decode tok/s (all sessions together) against concurrency, one line per arm."""
-    frame = _throughput_points(trials, workload)
-    if not len(frame):
-        return None
-    panels = _panels(frame, trials, workload)
-    plt = _pyplot()
-    rows, cols = _grid(len(panels))
-    fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols, 3.8 * rows), squeeze=False)
-    for ax, (title, panel) in zip(axes.flat, panels):
-        for _, line in panel.sort_values("arm_order").groupby("arm_order", sort=True):
-            line = line.sort_values(CONCURRENCY)
-            ax.plot(line[CONCURRENCY], line["median"], marker="o", label=line.arm.iloc[0], color=_color(line))
-        _axes(ax, panel, title or workload, "aggregate decode tok/s")
-        ax.set_ylim(bottom=0)
-    return _save(fig, axes, used=len(panels), out=Path(out_dir) / f"{workload}_throughput.png",
-                 title=f"{workload}: aggregate decode throughput vs concurrency (median of repeats)")
+    return _lines_per_arm(_throughput_points(trials, workload), trials, workload, column="median",
+                          ylabel="aggregate decode tok/s", out=Path(out_dir) / f"{workload}_throughput.png",
+                          title=f"{workload}: aggregate decode throughput vs concurrency (median of repeats)")
 
 
 def speedups(points: pd.DataFrame, workload: str) -> pd.DataFrame:
@@ -64,23 +52,37 @@ def speedups(points: pd.DataFrame, workload: str) -> pd.DataFrame:
 
 def plot_speedup(points: pd.DataFrame, trials: pd.DataFrame, workload: str, out_dir: Path) -> Path | None:
     """The deciding figure of each spec arm over spec off's against concurrency, one line per arm (per k)."""
-    frame = speedups(points, workload)
+    return _lines_per_arm(speedups(points, workload), trials, workload, column="speedup", reference=1.0,
+                          ylabel="speed-up over spec off (×)", out=Path(out_dir) / f"{workload}_speedup.png",
+                          title=f"{workload}: {deciding_metric(workload).label}, speculative arm over spec off "
+                                f"per k (> 1: better)")
+
+
+def _lines_per_arm(frame: pd.DataFrame, trials: pd.DataFrame, workload: str, *, column: str, ylabel: str,
+                   out: Path, title: str, reference: float | None = None) -> Path | None:
+    """`column` against concurrency, one line per arm, one panel per combination of the workload's params."""
     if not len(frame):
         return None
     panels = _panels(frame, trials, workload)
     plt = _pyplot()
     rows, cols = _grid(len(panels))
     fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols, 3.8 * rows), squeeze=False)
-    for ax, (title, panel) in zip(axes.flat, panels):
+    for ax, (name, panel) in zip(axes.flat, panels):
         for _, line in panel.sort_values("arm_order").groupby("arm_order", sort=True):
             line = line.sort_values(CONCURRENCY)
-            ax.plot(line[CONCURRENCY], line.speedup, marker="o", label=line.arm.iloc[0], color=_color(line))
-        ax.axhline(1.0, color="black", linewidth=0.8, linestyle="--", label="spec off")
-        _axes(ax, panel, title or workload, "speed-up over spec off (×)")
+            ax.plot(line[CONCURRENCY], line[column], marker="o", label=line.arm.iloc[0],
+                    color=f"C{int(line.arm_order.iloc[0]) % 10}")  # one colour per arm in every panel
+        if reference is not None:
+            ax.axhline(reference, color="black", linewidth=0.8, linestyle="--", label="spec off")
+        ax.set_xticks(sorted(panel[CONCURRENCY].unique()))
+        ax.set_xlabel("concurrent sessions")
+        ax.set_ylabel(ylabel)
+        ax.set_title(name or workload, fontsize=10)
+        ax.set_xlim(left=0)
         ax.set_ylim(bottom=0)
-    metric = deciding_metric(workload)
-    return _save(fig, axes, used=len(panels), out=Path(out_dir) / f"{workload}_speedup.png",
-                 title=f"{workload}: {metric.label}, speculative arm over spec off per k (> 1: better)")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    return _save(fig, axes, used=len(panels), out=out, title=title)
 
 
 def plot_best_k_by_batch(schedules: list[dict], trials: pd.DataFrame, workload: str, out_dir: Path,
@@ -114,18 +116,3 @@ def plot_best_k_by_batch(schedules: list[dict], trials: pd.DataFrame, workload: 
     ax.legend(fontsize=7)
     return _save(fig, axes, used=1, out=Path(out_dir) / f"{workload}_best_k_by_batch.png",
                  title=f"{workload}: best draft count by batch size (bars: ks tied for first)")
-
-
-def _color(line: pd.DataFrame) -> str:
-    """One colour per arm in every panel and plot (its place in the arm order)."""
-    return f"C{int(line.arm_order.iloc[0]) % 10}"
-
-
-def _axes(ax, panel: pd.DataFrame, title: str, ylabel: str) -> None:
-    ax.set_xticks(sorted(panel[CONCURRENCY].unique()))
-    ax.set_xlabel("concurrent sessions")
-    ax.set_ylabel(ylabel)
-    ax.set_title(title, fontsize=10)
-    ax.set_xlim(left=0)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)

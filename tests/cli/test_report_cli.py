@@ -23,7 +23,7 @@ def test_write_report_files_and_cli(fixture_dir, tmp_path):
     assert proc.returncode == 0, proc.stderr
     # The Answer ends the output: its table, then the draft count in words.
     answer = proc.stdout[proc.stdout.index("\nanswer:"):]
-    assert "| decode (decode tok/s per session) | mtp:1 at c=1, 4; off at c=16" in answer
+    assert "| decode (decode tok/s per session) | mtp:1 c=1–4, off c=16; one for all: mtp:1 |" in answer
     assert proc.stdout.rstrip().splitlines()[-1].startswith("multi_turn, mtp")
     text = (out / "report.md").read_text()
     assert text.index("## Answer") < text.index("## Sources") < text.index("## Verdict")  # the answer first
@@ -33,7 +33,9 @@ def test_write_report_files_and_cli(fixture_dir, tmp_path):
         assert heading in text
     names = {p.name for p in out.glob("*.png")}
     assert names == {"decode_vs_concurrency.png", "multi_turn_vs_concurrency.png", "acceptance_per_position.png",
-                     "kv_capacity.png", "decode_pareto.png"}
+                     "kv_capacity.png", "decode_pareto.png", "decode_throughput.png", "decode_speedup.png",
+                     "multi_turn_speedup.png"}
+    assert "![decode_speedup](decode_speedup.png)" in text and (out / "report.html").exists()
     assert (out / "recommendation.yaml").exists()
     assert not (fixture_dir / "report.md").exists()  # --out was honoured; the data folder is untouched
 
