@@ -252,14 +252,16 @@ def answer_table(*, outcomes: pd.DataFrame, points: pd.DataFrame, engines: pd.Da
         by = _margin_text(mine)
         if q is not None and len(q):
             full, brief = _question_text(q, labels, mine_trials)
+            _, brief_ab = _question_text(q, {"a": "a", "b": "b"}, mine_trials)  # the sides as the intro names them
             third, third_brief = _third_arm_text(entry, q, mine)
-            by = (full + third, brief + third, brief + third_brief, brief)
+            by = (full + third, brief + third, brief + third_brief, brief_ab + third_brief, brief_ab)
         flips = _flips_text(crossovers[crossovers.workload == workload]) if len(crossovers) else ["–"]
         if q is not None and len(q):
-            sided = q.assign(choice=[labels.get(s) if k == DecisionKind.WINNER else None
-                                     for s, k in zip(q.side, q.kind)])
-            asked = _flips_text(crossings_of(sided, trials))
-            if asked != ["–"]:
+            asked = [text for names in (labels, {"a": "a", "b": "b"})
+                     for text in _flips_text(crossings_of(q.assign(choice=[
+                         names.get(s) if k == DecisionKind.WINNER else None for s, k in zip(q.side, q.kind)]),
+                         trials))]
+            if asked[0] != "–":
                 flips = [f"question: {a}" + ("" if d == "–" else f"; deploy: {d}")
                          for a, d in zip(asked, flips + flips[-1:] * (len(asked) - len(flips)))]
         rows.append({"workload": f"{workload} ({deciding_metric(workload).label})",

@@ -17,6 +17,12 @@ def _where(frame: pd.DataFrame) -> str:
     return ", ".join(f"{w} ({n})" for w, n in counts.items())
 
 
+def _arms(arms, most: int = 4) -> str:
+    """The arms by name, or how many where they are too many to read (the section further down names them)."""
+    names = list(dict.fromkeys(map(str, arms)))
+    return ", ".join(names) if len(names) <= most else f"{len(names)} arms, listed further down"
+
+
 def _dummy(config: dict, engines: pd.DataFrame) -> bool:
     model = (config or {}).get("model") or {}
     names = engines.model.astype(str) if len(engines) and "model" in engines else pd.Series(dtype=str)
@@ -44,9 +50,9 @@ def blocking_caveats(*, config: dict, engines: pd.DataFrame, trials: pd.DataFram
             lines.append(f"**Client behind** in {len(behind)} open-loop trial(s) ({_where(behind)}): the sends ran "
                          "late, so those points measured the client. Fix: a lower rate or a faster client host.")
     if len(degenerate):
-        lines.append("**Degenerate outputs** (" + ", ".join(dict.fromkeys(degenerate.arm)) + "): outputs repeat a "
-                     "few tokens, so acceptance there is not that of real text.")
+        lines.append(f"**Degenerate outputs** ({_arms(degenerate.arm)}): outputs repeat a few tokens, so acceptance "
+                     "there is not that of real text.")
     if len(divergence):
-        lines.append("**Outputs differ** (" + ", ".join(sorted(set(divergence.arm))) + "): arms generated other "
-                     "tokens than the reference at the same point; not a like-for-like comparison.")
+        lines.append(f"**Outputs differ** ({_arms(divergence.arm)}): arms generated other tokens than the reference "
+                     "at the same point; not a like-for-like comparison.")
     return lines
