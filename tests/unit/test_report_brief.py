@@ -104,3 +104,18 @@ def test_too_few_repeats_and_dummy_weights_block_the_answer(tmp_path):
     a = analyse(load_results([run]))
     assert [b.split("**")[1] for b in a.blocking] == ["Dummy weights", "Too few repeats"]
     assert "sweep.repeats=3" in a.blocking[1]
+
+
+def test_an_open_loop_rate_is_the_load_axis(tmp_path):
+    s = Sweep()
+    for arm in ("off", "mtp:2"):
+        s.engine(arm)
+    for rate in (1.0, 2.0, 4.0):
+        for arm, ttft in (("off", 0.2 if rate < 4 else 0.1), ("mtp:2", 0.1 if rate < 4 else 0.2)):
+            for r in range(3):
+                s.trial(arm, workload="shared_prefix", concurrency=8, repeat=r, ttft_s=ttft + r * 1e-4,
+                        params={"prefix_len": 64, "suffix_len": 8, "output_len": 4, "request_rate": rate})
+    a = analyse(load_results([s.write(tmp_path / "rates")]))
+    assert a.answer.iloc[0].deploy == "mtp:2 request_rate=1.0–2.0, off request_rate=4.0; one for all: mtp:2"
+    ((_, matrix),) = arm_load_matrices(a.points, a.outcomes, a.trials)
+    assert list(matrix.columns) == ["arm", "request_rate=1.0", "request_rate=2.0", "request_rate=4.0"]
