@@ -25,6 +25,8 @@ class Session:
     tracker: object
     progress: object
     launched: bool = False  # the command's launch span is on the timeline (once, before its first stage)
+    # An adaptive study's stages share their engines (runner.scheduling.carry): each loads once per command.
+    carry: object = None
     model_info: ModelInfoFill = dataclasses.field(default_factory=ModelInfoFill)
 
     @classmethod
@@ -57,6 +59,12 @@ class Session:
         from runner.scheduling.describe import describe_rounds
         from runner.scheduling.loop import Scheduler
 
+        if self.carry is None and config.sweep.adaptive:
+            from runner.scheduling.actors import ActorPool
+            from runner.scheduling.carry import StageCarry
+
+            self.carry = StageCarry(pool=ActorPool(settings=self.settings, keys=self.keys, log_dir=run_dir / "logs",
+                                                   model_cfg=config.model))
         self.progress.total += todo
         self.progress.refresh()
         print("\n".join(describe_rounds(plan, device=self.settings.device, resident=self.settings.resident)),
@@ -65,7 +73,7 @@ class Session:
                               log_dir=run_dir / "logs", on_trial=self.tracker.log_trial,
                               on_engine=self.tracker.log_engine, progress=self.progress,
                               launched_at=None if self.launched else process_started_at(),
-                              before_engines=self._before_engines(before_engines))
+                              before_engines=self._before_engines(before_engines), carry=self.carry)
         self.launched = True
         scheduler.run(skip_trial_ids=skip)
 
@@ -78,6 +86,8 @@ class Session:
 
     def close(self, *, sink, completed: bool, export_later: list) -> None:
         self.progress.close()
+        if self.carry is not None:  # the engines the stages kept: shut down (a pooled one parks), bounded
+            self.carry.drop()
         compact(sink)  # before the W&B export, which ships the tables' files
         if completed:
             export_later.append(self.tracker)

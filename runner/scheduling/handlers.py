@@ -70,14 +70,22 @@ class LaneMachine(LaneSteps):
 
     def plan_lane(self, lane: Lane, report: dict) -> None:
         """How many engines the lane keeps loaded, from its node's memory (the first actor's report)."""
+        if self.carry is not None and self.carry.memory is None:
+            self.carry.memory = report  # later stages' lanes plan from it (their first engine may load nothing)
         memory = MemoryReport.of(report)
         engines = [self.plan.engine(i) for i in dict.fromkeys(st.engine_id for st in lane.steps)]
-        engines = list({e.engine_id: e for e in engines + [lane.current.engine]}.values())
+        engines += [r.engine for r in lane.residents.values()] + ([lane.current.engine] if lane.current else [])
+        engines = list({e.engine_id: e for e in engines}.values())
         lane.max_resident = lane_residency(
             policy=self.policy, budgets=[e.settings.gpu_memory_utilization for e in engines], report=memory,
             any_resident=any(self.resident_mode(e) for e in engines), cpu_kv_gib=self.settings.cpu_kv_gib)
         self.host_gib = host_for_residents(memory.host_available_gib, claimed_gib=self.pool.claimed_host_gib)
         lane.planned = True
+
+    def plan_carried(self, lane: Lane, report: Optional[dict]) -> None:
+        """A later stage's lane, planned from the memory report an earlier stage's first actor gave."""
+        if report is not None:
+            self.plan_lane(lane, report)
 
     def on_started(self, lane: Lane, result: StartResult) -> None:
         engine, actor = lane.current.engine, lane.current.actor
@@ -147,6 +155,9 @@ class LaneMachine(LaneSteps):
 
     def on_slept(self, lane: Lane, _seconds: float) -> None:
         lane.idle(drop_engine=True)
+        if lane.entering is not None and not lane.preloading:  # it slept to make room for this one
+            engine, lane.entering = lane.entering, None
+            self.enter_engine(lane, engine)
 
     def on_trial(self, lane: Lane, result: TrialResult) -> None:
         self.recorder.trial(result.trial, result.requests, trial=lane.trial, first_run=result.first_run)

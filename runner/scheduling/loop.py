@@ -15,6 +15,7 @@ from runner.measurement.records import RunKeys
 from runner.plan.grid import Plan
 from runner.schema import Phase
 from runner.scheduling.actors import ActorPool
+from runner.scheduling.carry import StageCarry
 from runner.scheduling.cluster import LaneBundles
 from runner.scheduling.describe import pool_line
 from runner.scheduling.handlers import LaneMachine
@@ -30,16 +31,19 @@ class Scheduler:
     def __init__(self, *, plan: Plan, model_cfg, keys: RunKeys, sink: ResultSink, settings: ExecutionSettings,
                  log_dir: Path, on_trial: Optional[Callable] = None, on_engine: Optional[Callable] = None,
                  progress=None, launched_at: Optional[float] = None,
-                 before_engines: Optional[Callable[[], None]] = None):
+                 before_engines: Optional[Callable[[], None]] = None, carry: Optional[StageCarry] = None):
         self.settings = settings
-        self.pool = ActorPool(settings=settings, keys=keys, log_dir=log_dir, model_cfg=model_cfg)
+        # carry: an adaptive study's stages share their engines (loaded once per command), their pool and bundles.
+        self.carry = carry
+        self.pool = carry.pool if carry is not None else ActorPool(settings=settings, keys=keys, log_dir=log_dir,
+                                                                    model_cfg=model_cfg)
         race = Race(plan=plan, enabled=settings.race, tie_band=settings.race_tie_band, seed=settings.order_seed)
         self.recorder = Recorder(keys=keys, sink=sink, race=race, on_trial=on_trial, on_engine=on_engine,
                                  progress=progress, launched_at=launched_at)
         self.machine = LaneMachine(plan=plan, model_cfg=model_cfg, settings=settings, pool=self.pool,
                                    recorder=self.recorder, race=race, deadline=Deadline(deadline_s=settings.deadline_s),
-                                   progress=progress, before_engines=before_engines)
-        self.bundles = LaneBundles()
+                                   progress=progress, before_engines=before_engines, carry=carry)
+        self.bundles = carry.bundles if carry is not None else LaneBundles()
 
     def run(self, *, skip_trial_ids: set[str]) -> None:
         import ray
@@ -70,12 +74,15 @@ class Scheduler:
             self.abandon()
             raise
         finally:
-            self.bundles.release()
+            if self.carry is None:  # a carry's bundles hold the engines it keeps: released when the command ends
+                self.bundles.release()
 
     def make_lanes(self, skip_trial_ids: set[str]) -> list[Lane]:
         s, plan = self.settings, self.machine.plan
         per_lane = lane_steps(plan, policy=s.policy, units=s.device_units, max_parallel=s.max_parallel_engines,
                               seed=s.order_seed, skip_trial_ids=skip_trial_ids)
+        if self.carry is not None:
+            per_lane = self.carry.arrange([steps for steps in per_lane if steps])
         lanes = [Lane(index=i, steps=collections.deque(steps)) for i, steps in enumerate(per_lane) if steps]
         width = lane_width(plan, policy=s.policy)
         if s.policy.uses_placement_group and lanes and width <= s.device_units:
@@ -84,10 +91,18 @@ class Scheduler:
                 from runner.scheduling.engine_pool import group_name
 
                 detached = group_name(s.pool, lanes=len(lanes), width=width)
-            bundles = self.bundles.reserve(lanes=len(lanes), width=width, timeout_s=s.start_timeout_s,
-                                           detached_name=detached)
+            if self.carry is not None:
+                bundles = self.carry.bundles_for(lanes=len(lanes), width=width, timeout_s=s.start_timeout_s,
+                                                 detached_name=detached)
+            else:
+                bundles = self.bundles.reserve(lanes=len(lanes), width=width, timeout_s=s.start_timeout_s,
+                                               detached_name=detached)
             for lane, bundle in zip(lanes, bundles):
                 lane.bundle = bundle
+        if self.carry is not None:
+            for lane in lanes:
+                self.carry.take(lane)
+                self.machine.plan_carried(lane, self.carry.memory)
         return lanes
 
     def claim_pooled(self, lanes: list[Lane]) -> None:
@@ -95,7 +110,9 @@ class Scheduler:
         if not self.settings.keep_engines:
             return
         plan = self.machine.plan
-        needed = dict.fromkeys(step.engine_id for lane in lanes for step in lane.steps)
+        # Engines an earlier stage of this command left loaded are this command's already.
+        held = {e for lane in lanes for e in lane.residents}
+        needed = dict.fromkeys(step.engine_id for lane in lanes for step in lane.steps if step.engine_id not in held)
         found = self.pool.claim([plan.engine(engine_id) for engine_id in needed])
         print(pool_line(self.settings.pool, found=found, needed=len(needed)), flush=True)
 
@@ -103,6 +120,9 @@ class Scheduler:
         """Stop in seconds: the trial in flight is dropped (it reruns on resume), every engine is killed (a pooled
         one with its engine in goes back to the pool instead)."""
         actors, loaded = [], []
+        if self.carry is not None:
+            actors += self.carry.abandoned()
+            loaded += list(actors)
         for lane in self.machine.lanes:
             actors += [r.actor for r in lane.residents.values()]
             loaded += [r.actor for r in lane.residents.values()]

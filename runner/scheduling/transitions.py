@@ -10,6 +10,7 @@ from runner.plan.grid import EngineConfig, Plan
 from runner.schema import RACE_ELIMINATED, Phase, TrialStatus
 from runner.scheduling.actor_spec import engine_for_actor
 from runner.scheduling.actors import ActorPool
+from runner.scheduling.carry import StageCarry
 from runner.scheduling.lane import Lane, Preload, Resident
 from runner.scheduling.order import least_soon_needed
 from runner.scheduling.race import Race
@@ -21,8 +22,10 @@ from runner.scheduling.stops import Deadline, back_before_deadline, load_estimat
 
 class LaneSteps:
     def __init__(self, *, plan: Plan, model_cfg, settings: ExecutionSettings, pool: ActorPool, recorder: Recorder,
-                 race: Race, deadline: Deadline, progress=None, before_engines: Optional[Callable[[], None]] = None):
+                 race: Race, deadline: Deadline, progress=None, before_engines: Optional[Callable[[], None]] = None,
+                 carry: Optional[StageCarry] = None):
         self.plan, self.model_cfg, self.settings = plan, model_cfg, settings
+        self.carry = carry  # an adaptive study's: engines stay loaded for its later stages
         # A check deferred until now (vLLM's engine-argument rules): raises before any engine loads or runs a trial.
         self.before_engines = before_engines or (lambda: None)
         self.policy = settings.policy
@@ -76,6 +79,8 @@ class LaneSteps:
             lane.trials = trials
             self.enter_engine(lane, engine)
             return True
+        if self.carry is not None:
+            self.carry.leave(lane)  # its engines stay loaded for the study's later stages
         for resident in list(lane.residents.values()):
             self.evict(lane, resident)
         if lane.spare is not None:
@@ -106,6 +111,8 @@ class LaneSteps:
             return
         while len(lane.residents) >= lane.max_resident and lane.residents:  # room first: the least soon needed goes
             self.evict(lane, least_soon_needed(list(lane.residents.values()), lane.steps))
+        if self.sleep_first(lane, engine):
+            return
         parked = self.pool.take_parked(engine, bundle=lane.bundle)
         if parked is not None:  # in the engine pool: woken, not loaded
             self.pool.free_device()
@@ -120,6 +127,19 @@ class LaneSteps:
             self.call(lane, Phase.PREPARE, lane.current.actor.prepare.remote(), self.settings.start_timeout_s)
             return
         self.start_engine(lane)
+
+    def sleep_first(self, lane: Lane, engine: EngineConfig) -> bool:
+        """A resident left awake (kept for a later stage, or whose next turn's trials were all skipped) holds the
+        device: it sleeps before another engine wakes or loads there, and `engine` enters after (on_slept)."""
+        if not self.policy.residents_sleep:
+            return False
+        awake = next((r for r in lane.residents.values() if not r.asleep), None)
+        if awake is None:
+            return False
+        awake.asleep = True
+        lane.current, lane.entering = awake, engine
+        self.call(lane, Phase.SLEEP, awake.actor.sleep.remote(), self.settings.start_timeout_s)
+        return True
 
     def start_engine(self, lane: Lane) -> None:
         self.before_engines()
@@ -236,6 +256,9 @@ class LaneSteps:
                 current.asleep = True
                 lane.current = current
                 self.call(lane, Phase.SLEEP, current.actor.sleep.remote(), self.settings.start_timeout_s)
+        elif not again and self.carry is not None and self.resident_mode(current.engine) and self.keeps(
+                lane, current, later_stage=True):
+            lane.residents[engine_id] = current  # for the study's later stages: asleep once another engine needs room
         elif not again and self.policy.keeps_finished_idle and self.resident_mode(current.engine) and \
                 len(lane.residents) < lane.max_resident and lane.steps and lane.steps[0].engine_id in lane.residents:
             lane.residents[engine_id] = current  # its teardown would take cores from the next engine's trials
@@ -243,9 +266,12 @@ class LaneSteps:
             lane.residents.pop(engine_id, None)
             self.pool.retire(current.engine, current.actor)
 
-    def keeps(self, lane: Lane, resident: Resident) -> bool:
-        """Whether an engine with a later turn stays resident: room in host RAM, back before the deadline."""
+    def keeps(self, lane: Lane, resident: Resident, *, later_stage: bool = False) -> bool:
+        """Whether an engine with a later turn stays resident: room in host RAM, back before the deadline (a turn
+        in a `later_stage` is not planned yet: room alone)."""
         held = sum(r.weights_gib for r in lane.residents.values() if r is not resident) + resident.weights_gib
-        return host_allows(policy=self.policy, held_gib=held, host_gib=self.host_gib) and back_before_deadline(
+        if not host_allows(policy=self.policy, held_gib=held, host_gib=self.host_gib):
+            return False
+        return later_stage or back_before_deadline(
             engine_id=resident.engine.engine_id, steps=lane.steps, left_s=self.deadline.left_s(),
             loaded=set(lane.residents), loads=self.recorder.loads, durations=self.recorder.durations)

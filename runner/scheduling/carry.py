@@ -1,0 +1,93 @@
+"""Engines one command keeps across the stages of an adaptive study: a later stage wakes (CUDA) or reuses (CPU)
+the engines an earlier stage loaded, so that an engine loads at most once per command.
+
+Each stage has its own Scheduler and lanes; what they share lives here: the actor pool (its logs, the engines
+retiring), the lanes' placement-group bundles (removing a group would kill the engines in it), and what each
+lane left loaded when its stage ended. A lane of the next stage with the same key (its bundle, or its index on
+CPU, whose cores are bound per lane) starts with those engines as its residents; they go on the usual way
+(woken for their turn, evicted least-soon-needed for room, retired when the command ends).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+from runner.scheduling.actors import ActorPool, bundle_key
+from runner.scheduling.cluster import LaneBundles
+from runner.scheduling.lane import Lane, Resident
+
+
+@dataclass(kw_only=True)
+class StageCarry:
+    pool: ActorPool
+    bundles: LaneBundles = field(default_factory=LaneBundles)
+    left: dict[str, dict[str, Resident]] = field(default_factory=dict)  # lane key -> engine_id -> resident
+    memory: Optional[dict] = None  # the first actor's report of its node's memory: plans later stages' lanes
+    reserved: list[tuple] = field(default_factory=list)  # the bundles, once reserved
+    width: int = 0  # GPUs per bundle
+
+    @staticmethod
+    def key(lane: Lane) -> str:
+        return bundle_key(lane.bundle) if lane.bundle is not None else f"lane-{lane.index}"
+
+    def engines_left(self) -> set[str]:
+        return {engine_id for residents in self.left.values() for engine_id in residents}
+
+    def leave(self, lane: Lane) -> None:
+        """The lane's stage is over: its resident engines stay loaded for a later stage."""
+        if lane.residents:
+            self.left.setdefault(self.key(lane), {}).update(lane.residents)
+        lane.residents = {}
+
+    def take(self, lane: Lane) -> None:
+        """A new stage's lane starts with what the lane of its key left loaded."""
+        lane.residents = self.left.pop(self.key(lane), {})
+
+    def arrange(self, per_lane: list[list]) -> list[list]:
+        """The stage's lanes (each a list of steps) reordered so that lane i gets the steps whose engines lane i
+        left loaded, as far as a reordering of whole lanes allows (lanes are alike but for their bundle)."""
+        if not self.left or len(per_lane) <= 1:
+            return per_lane
+        held = [set(self.left.get(f"lane-{i}", {})) | set(self.left.get(self._bundle_key(i), {}))
+                for i in range(len(per_lane))]
+        free = list(range(len(per_lane)))
+        order: list[Optional[int]] = [None] * len(per_lane)
+        for i in sorted(range(len(per_lane)), key=lambda i: -len(held[i])):
+            best = max(free, key=lambda j: len(held[i] & {s.engine_id for s in per_lane[j]}))
+            order[i] = best
+            free.remove(best)
+        return [per_lane[j] for j in order]
+
+    def _bundle_key(self, index: int) -> str:
+        return bundle_key(self.reserved[index]) if index < len(self.reserved) else ""
+
+    def bundles_for(self, *, lanes: int, width: int, timeout_s: float, detached_name: Optional[str]) -> list[tuple]:
+        """The lanes' bundles: those an earlier stage reserved where they serve (as many or fewer lanes of the same
+        width), else fresh ones (the engines in the old group go first: removing it would kill them)."""
+        if self.reserved and width == self.width and lanes <= len(self.reserved):
+            return self.reserved[:lanes]
+        if self.reserved:
+            self.drop()
+        self.reserved = self.bundles.reserve(lanes=lanes, width=width, timeout_s=timeout_s,
+                                             detached_name=detached_name)
+        self.width = width
+        return self.reserved
+
+    def actors(self) -> list:
+        return [r.actor for residents in self.left.values() for r in residents.values()]
+
+    def drop(self) -> None:
+        """Every engine left loaded is shut down (bounded), and the bundles released."""
+        for residents in self.left.values():
+            for resident in residents.values():
+                self.pool.retire(resident.engine, resident.actor)
+        self.left.clear()
+        self.pool.reap(wait=True)
+        self.bundles.release()
+        self.reserved, self.width = [], 0
+
+    def abandoned(self) -> list:
+        """A stop signal: the engines left loaded, out of the carry (the caller kills them with the lanes')."""
+        actors = self.actors()
+        self.left.clear()
+        return actors
