@@ -12,6 +12,7 @@ from runner.measurement.records import RunKeys
 from runner.plan.grid import Plan
 from runner.schema import TrialStatus
 from runner.scheduling.settings import ExecutionSettings
+from runner.scheduling.first_trial import FirstTrialClock
 from runner.scheduling.startup_steps import StartupSteps
 from runner.scheduling.startup import ModelFolder, ModelInfoFill, begin_model_info, prepare_builtin_model, start_ray
 
@@ -28,6 +29,7 @@ class Session:
     # An adaptive study's stages share their engines (runner.scheduling.carry): each loads once per command.
     carry: object = None
     model_info: ModelInfoFill = dataclasses.field(default_factory=ModelInfoFill)
+    clock: Optional[FirstTrialClock] = None  # set at open: the first trial's line
 
     @classmethod
     def open(cls, *, config: RunConfig, run_dir: Path, plan: Plan, previous: dict,
@@ -52,11 +54,12 @@ class Session:
         steps.mark("tracker")
         print(steps.line(), flush=True)
         progress = tqdm(total=0, desc="trials", unit="trial", dynamic_ncols=True)
-        return cls(settings=settings, keys=keys, tracker=tracker, progress=progress, model_info=model_info)
+        return cls(settings=settings, keys=keys, tracker=tracker, progress=progress, model_info=model_info,
+                   clock=FirstTrialClock(origin=process_started_at()))
 
     def run(self, plan: Plan, *, config: RunConfig, sink, run_dir: Path, skip: set[str], todo: int,
             before_engines: Optional[Callable[[], None]] = None) -> None:
-        from runner.scheduling.describe import describe_rounds
+        from runner.scheduling.describe import describe_loads, describe_rounds
         from runner.scheduling.loop import Scheduler
 
         if self.carry is None and config.sweep.adaptive:
@@ -67,21 +70,33 @@ class Session:
                                                    model_cfg=config.model))
         self.progress.total += todo
         self.progress.refresh()
-        print("\n".join(describe_rounds(plan, device=self.settings.device, resident=self.settings.resident)),
-              flush=True)
+        lines = describe_rounds(plan, device=self.settings.device, resident=self.settings.resident)
+        if self.carry is not None:
+            lines.append(describe_loads(plan, resident=self.settings.resident, adaptive=True,
+                                        held=frozenset(self.carry.engines_left())))
+        print("\n".join(lines), flush=True)
         scheduler = Scheduler(plan=plan, model_cfg=config.model, keys=self.keys, sink=sink, settings=self.settings,
                               log_dir=run_dir / "logs", on_trial=self.tracker.log_trial,
                               on_engine=self.tracker.log_engine, progress=self.progress,
                               launched_at=None if self.launched else process_started_at(),
-                              before_engines=self._before_engines(before_engines), carry=self.carry)
+                              before_engines=self._before_engines(before_engines), carry=self.carry,
+                              clock=self.clock)
         self.launched = True
         scheduler.run(skip_trial_ids=skip)
 
-    def _before_engines(self, then: Optional[Callable[[], None]]) -> Callable[[], None]:
-        def before_engines() -> None:
-            self.model_info.wait()
+    def _before_engines(self, then: Optional[Callable[[], None]]) -> Callable[..., None]:
+        def before_engines(*, load: bool) -> None:
+            clock = self.clock or FirstTrialClock(origin=0.0, done=True)
+            with clock.timed("waiting for vLLM's model-info fill"):
+                if load:
+                    self.model_info.wait()
+                else:  # a trial before any load (engines woken from the pool): no load needs it
+                    self.model_info.stop()
+            if not load and not clock.done:
+                clock.note(f"model-info fill: {self.model_info.outcome}")
             if then is not None:
-                then()
+                with clock.timed("vLLM's engine-argument rules"):
+                    then()
         return before_engines
 
     def close(self, *, sink, completed: bool, export_later: list) -> None:

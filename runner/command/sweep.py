@@ -76,7 +76,7 @@ def run_sweep(cfg: DictConfig, *, run_dir: Path, config: Optional[RunConfig] = N
     done = sink.finished_trial_ids(include_failed=not config.retry_failed)
     stages = run_stages(config=config, plan=plan, trial_rows=lambda: sink.rows["trials"])
     if config.dry_run:
-        from runner.scheduling.describe import describe_devices, describe_plan
+        from runner.scheduling.describe import describe_devices, describe_loads, describe_plan
 
         first = next(stages)
         if study:
@@ -85,6 +85,9 @@ def run_sweep(cfg: DictConfig, *, run_dir: Path, config: Optional[RunConfig] = N
         device = config.engine.device
         capacity = dry_run_capacity(config.cluster, device=device)
         print(describe_plan(first.plan, done=done, parallel=capacity.max_parallel_engines if capacity else 0))
+        print(describe_loads(first.plan, resident=config.execution.resident, adaptive=bool(study)))
+        for line in study.notes(config) if study else []:
+            print(line)
         print("\n".join(describe_devices(first.plan, device=device, capacity=capacity, done=done,
                                             seed=config.execution.order_seed)))
         return 0
@@ -94,6 +97,8 @@ def run_sweep(cfg: DictConfig, *, run_dir: Path, config: Optional[RunConfig] = N
     if study:
         print(f"sweep {plan.sweep!r}: adaptive study {config.sweep.adaptive} (each stage planned from the results "
               f"of the ones before); results in {run_dir}")
+        for line in study.notes(config):
+            print(line)
     else:
         todo = sum(t.trial_id not in done for t in plan.trials)
         resumed = f" ({len(plan.trials) - todo} already done, {todo} to run)" if done else ""

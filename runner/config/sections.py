@@ -241,6 +241,10 @@ class RateSearchSection:
     # every rate (the Answer table's points); false: each arm only its own bracket's rates.
     shared_rates: bool = field(default=False, metadata=_fix("sweep.rate_search.shared_rates=false",
                                                             "must be true or false"))
+    # A probe below saturation sends for at most this many seconds: min(num_requests, max(100, rate × probe_s))
+    # requests (100: enough for a p99 between two samples); null: every probe sends num_requests.
+    probe_s: Optional[float] = field(default=20.0, metadata=_fix("sweep.rate_search.probe_s=20",
+                                                                 "must be a number of seconds > 0 or null"))
 
     def __post_init__(self):
         errors = []
@@ -256,6 +260,9 @@ class RateSearchSection:
         if not 0 < self.low_fraction < 1:
             errors.append(f"sweep.rate_search.low_fraction={_g(self.low_fraction)} must be in (0, 1) "
                           f"(fix: sweep.rate_search.low_fraction=0.1)")
+        if self.probe_s is not None and not self.probe_s > 0:
+            errors.append(f"sweep.rate_search.probe_s={_g(self.probe_s)} must be > 0 seconds, or null for no cap "
+                          f"(fix: sweep.rate_search.probe_s=20)")
         _problems(errors)
 
 

@@ -23,7 +23,8 @@ from runner.measurement.stats import interpolate_crossing
 from runner.slo import Slo
 
 # Workload params that set the offered rate: a line of points is everything else.
-RATE_AXES = ("request_rate", "time_scale")
+# max_duration_s: the rate search's cap on a probe's length (sweep.rate_search.probe_s), the same along a line.
+RATE_AXES = ("request_rate", "time_scale", "max_duration_s")
 BOOTSTRAP = 1000  # draws of the crossing's interval
 
 

@@ -71,15 +71,30 @@ def _given_rates(name: str, params: dict) -> list:
 
 
 def _with_rates(config: RunConfig, extra: dict[str, set[float]]) -> RunConfig:
-    """The config whose workloads offer their given rates, saturation and `extra[workload]` (as an axis)."""
+    """The config whose workloads offer their given rates, saturation and `extra[workload]` (as an axis); the
+    searched rates' probes capped at sweep.rate_search.probe_s (a line's points differ in their rate alone)."""
     workloads = {}
+    probe_s = config.sweep.rate_search.probe_s
     for name, params in config.workload.items():
         given = _given_rates(name, params)
         known = {parse_rate(r) for r in given}
         rates = given + ([] if math.inf in known else [SATURATION])
         rates += sorted(r for r in extra.get(name, ()) if r not in known)
-        workloads[name] = {**params, "request_rate": rates}
+        capped = {"max_duration_s": probe_s} if extra.get(name) and probe_s and "max_duration_s" not in params else {}
+        workloads[name] = {**params, "request_rate": rates, **capped}
     return replace(config, workload=workloads)
+
+
+def probe_line(config: RunConfig) -> str:
+    """The plan's line on how long a probe below saturation sends (dry run, run start)."""
+    probe_s = config.sweep.rate_search.probe_s
+    if not probe_s:
+        return "rate probes: each sends its workload's full num_requests (sweep.rate_search.probe_s=null)"
+    from runner.measurement.workloads.open_loop import CAPPED_MIN_ARRIVALS
+
+    return (f"rate probes below saturation: at most {probe_s:g} s of arrivals each, i.e. min(num_requests, "
+            f"max({CAPPED_MIN_ARRIVALS}, rate × {probe_s:g} s)) requests ({CAPPED_MIN_ARRIVALS}: a p99 between two "
+            f"samples; sweep.rate_search.probe_s sets the cap, null sends num_requests)")
 
 
 def _row_rate(row: dict) -> float:
@@ -142,6 +157,9 @@ class RateSearch:
         if not config.workload:
             raise ConfigError("the sweep names no workload (fix: workload=[decode])")
         return _with_rates(config, {})
+
+    def notes(self, config: RunConfig) -> list[str]:
+        return [probe_line(config)]
 
     def stage(self, index: int, *, config: RunConfig, rows: list[dict]) -> Optional[Stage]:
         if index == 0:

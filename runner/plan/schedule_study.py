@@ -77,6 +77,9 @@ class PredictSchedule:
         _deciding(config)
         return replace(config, sweep=replace(config.sweep, arms=static))
 
+    def notes(self, config: RunConfig) -> list[str]:
+        return []
+
     def stage(self, index: int, *, config: RunConfig, rows: list[dict]) -> Optional[Stage]:
         steps = (self._predict, self._contenders, self._schedule)
         return steps[index](config, rows) if index < len(steps) else None

@@ -36,6 +36,9 @@ class AdaptiveStudy(Protocol):
     def stage(self, index: int, *, config: RunConfig, rows: list[dict]) -> Optional[Stage]:
         """The index-th stage from the earlier stages' trial rows (None: the study is complete)."""
 
+    def notes(self, config: RunConfig) -> list[str]:
+        """Lines for the dry run and the run's start: what the study's later stages will do (none: [])."""
+
 
 def adaptive_study(name: Optional[str]) -> Optional[AdaptiveStudy]:
     if not name:

@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from runner.measurement.rate_bracket import crossing, crossing_interval, line_params, within_noise
+from runner.report.probe_note import probe_notes
 from runner.report.render import md_table, section
 from runner.schema import TrialStatus
 from runner.slo import Metric, Slo
@@ -133,6 +134,7 @@ def rate_section(a) -> str:
     blocks = ["Open-loop trials by offered rate (medians over repeats). Throughput = measured requests completed / "
               "their span; goodput counts those within every `slo` target taken as a per-request limit. "
               "\"client behind\": the sends ran late (p99 lag > 10 ms), so that point measured the client."]
+    blocks += probe_notes(a.trials)
     if slo:
         best = highest_rates(points, slo, seed=a.settings.seed)
         blocks.append(md_table(pd.DataFrame({

@@ -22,6 +22,7 @@ class DeviceTime:
     wall_s: float
     launch_s: float  # command start → first engine actor call
     loads: int
+    engines: int = 0  # distinct engines on the timeline: loads above it are reloads (per round, per stage, retries)
     vllm_init_s: float  # Σ engines' load_s over the loads (loads side by side each count)
     start_calls_s: float  # Σ start spans (vLLM's init + the actor's own work around it)
     loads_wall_s: float  # the time some engine was loading (loads side by side count once)
@@ -59,8 +60,8 @@ class DeviceTime:
             {"what": "wall (each command's start → its last span's end)", "seconds": f"{self.wall_s:.1f}", "share": "100%"},
             {"what": "command start → first engine call", "seconds": f"{self.launch_s:.1f}",
              "share": share(self.launch_s)},
-            {"what": f"engine loads ({self.loads}; side by side counted once; Σ vLLM's own init "
-                     f"{self.vllm_init_s:.1f} s)", "seconds": f"{self.loads_wall_s:.1f}",
+            {"what": f"engine loads ({self.loads} for {self.engines} engines; side by side counted once; Σ vLLM's "
+                     f"own init {self.vllm_init_s:.1f} s)", "seconds": f"{self.loads_wall_s:.1f}",
              "share": share(self.loads_wall_s)},
             {"what": "engine preparation on the critical path (an actor's process and imports before its load)",
              "seconds": f"{self.prepare_s:.1f}", "share": share(self.prepare_s)},
@@ -118,6 +119,7 @@ def device_time(phases: pd.DataFrame, engines: pd.DataFrame, trials: pd.DataFram
     idle = wall - float(launch.duration_s.sum()) - union_length(list(zip(lanes.started_at, lanes.ended_at)))
     return DeviceTime(
         wall_s=wall, launch_s=float(launch.duration_s.sum()) if len(launch) else 0.0, loads=len(starts),
+        engines=int(lanes.engine_id.dropna().nunique()),
         vllm_init_s=vllm_init, start_calls_s=float(starts.duration_s.sum()),
         loads_wall_s=union_length(list(zip(starts.started_at, starts.ended_at))),
         prepare_s=float(lanes[lanes.phase == Phase.PREPARE].duration_s.sum()),

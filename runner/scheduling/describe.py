@@ -43,6 +43,23 @@ def describe_rounds(plan: Plan, *, device: str, resident: Residency) -> list[str
             f"where they do not fit, one load per engine per round"]
 
 
+def describe_loads(plan: Plan, *, resident: Residency, held: frozenset[str] = frozenset(),
+                   adaptive: bool = False) -> str:
+    """How many engine loads the plan costs: one per engine (resident, or one round), or one per engine and round
+    (execution.resident=off); `held`: engines an earlier stage of the command left loaded (woken, not loaded)."""
+    engines = {e.engine_id for e in plan.engines}
+    repeats = len({t.repeat for t in plan.trials})
+    new = engines - held
+    per_round = resident is Residency.OFF and repeats > 1 and len(engines) > 1
+    loads = len(new) * (repeats if per_round else 1)
+    line = f"loads: {loads} for {len(engines)} engines"
+    if held & engines:
+        line += f" ({len(held & engines)} loaded by an earlier stage, woken instead)"
+    if adaptive:
+        line += "; later stages wake the engines earlier stages loaded (one load per engine per command)"
+    return line
+
+
 def describe_devices(plan: Plan, *, device: str, capacity: Optional[Capacity], done: set[str],
                      seed: int = 0) -> list[str]:
     """The plan's lines about devices: lanes, what one engine occupies, each lane's engines as the run assigns

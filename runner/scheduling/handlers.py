@@ -47,8 +47,11 @@ class LaneMachine(LaneSteps):
         ok, load_s = True, None
         if isinstance(result, StartResult):
             ok, load_s = result.ok, (result.columns.get("load_s") if lane.phase is Phase.START else None)
+        phase = lane.phase
+        self.clock.add(f"{phase.value} calls", time.monotonic() - lane.call.started)
         self.end_span(lane, ok=ok, load_s=load_s)
-        self.handlers[lane.phase](lane, result)
+        with self.clock.timed(f"after {phase.value} (rows, logs, next call)"):
+            self.handlers[phase](lane, result)
 
     def end_span(self, lane: Lane, *, ok: bool, load_s: Optional[float] = None) -> None:
         """The lane's call in flight has ended: its span goes on the timeline."""

@@ -18,6 +18,7 @@ from runner.scheduling.actors import ActorPool
 from runner.scheduling.carry import StageCarry
 from runner.scheduling.cluster import LaneBundles
 from runner.scheduling.describe import pool_line
+from runner.scheduling.first_trial import FirstTrialClock
 from runner.scheduling.handlers import LaneMachine
 from runner.scheduling.lane import Lane
 from runner.scheduling.order import lane_steps, lane_width
@@ -31,8 +32,10 @@ class Scheduler:
     def __init__(self, *, plan: Plan, model_cfg, keys: RunKeys, sink: ResultSink, settings: ExecutionSettings,
                  log_dir: Path, on_trial: Optional[Callable] = None, on_engine: Optional[Callable] = None,
                  progress=None, launched_at: Optional[float] = None,
-                 before_engines: Optional[Callable[[], None]] = None, carry: Optional[StageCarry] = None):
+                 before_engines: Optional[Callable[..., None]] = None, carry: Optional[StageCarry] = None,
+                 clock: Optional[FirstTrialClock] = None):
         self.settings = settings
+        self.clock = clock or FirstTrialClock(origin=time.time(), done=True)
         # carry: an adaptive study's stages share their engines (loaded once per command), their pool and bundles.
         self.carry = carry
         self.pool = carry.pool if carry is not None else ActorPool(settings=settings, keys=keys, log_dir=log_dir,
@@ -42,7 +45,8 @@ class Scheduler:
                                  progress=progress, launched_at=launched_at)
         self.machine = LaneMachine(plan=plan, model_cfg=model_cfg, settings=settings, pool=self.pool,
                                    recorder=self.recorder, race=race, deadline=Deadline(deadline_s=settings.deadline_s),
-                                   progress=progress, before_engines=before_engines, carry=carry)
+                                   progress=progress, before_engines=before_engines, carry=carry,
+                                   clock=self.clock)
         self.bundles = carry.bundles if carry is not None else LaneBundles()
 
     def run(self, *, skip_trial_ids: set[str]) -> None:
@@ -50,9 +54,11 @@ class Scheduler:
 
         machine = self.machine
         machine.deadline.t0 = time.monotonic()
-        machine.lanes = self.make_lanes(skip_trial_ids)
+        with self.clock.timed("lanes and their bundles"):
+            machine.lanes = self.make_lanes(skip_trial_ids)
         try:
-            self.claim_pooled(machine.lanes)
+            with self.clock.timed("engine pool claim"):
+                self.claim_pooled(machine.lanes)
             live = [lane for lane in machine.lanes if machine.begin_step(lane)]
             while live:
                 refs = [lane.ref for lane in live if lane.ref is not None]

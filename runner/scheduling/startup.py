@@ -70,22 +70,50 @@ def model_info_command(config_json: Path, *, mtp: bool) -> Optional[list[str]]:
 class ModelInfoFill:
     """The fill of vLLM's model-info cache, running beside the command's start-up. The first engine's start
     waits for what is left of it (bounded): a load that misses the cache inspects the classes again itself,
-    which costs more than the rest of a fill begun that long before."""
+    which costs more than the rest of a fill begun that long before. A trial before any load (engines woken from
+    the pool) does not wait: the fill is stopped, as it would take cores from the trial and no load needs it yet."""
 
     WAIT_S = 30.0
 
-    def __init__(self, process: Optional[subprocess.Popen] = None):
+    def __init__(self, process: Optional[subprocess.Popen] = None, *, stamp: Optional[Path] = None):
         self.process = process
+        self.stamp = stamp  # written once the fill succeeded: later commands skip it
+        self.waited_s = 0.0  # what the first engine call waited for it
+        self.outcome = "none started"  # for the first trial's line: how the fill ended
 
     def wait(self) -> None:
         """Once; later calls return at once."""
         process, self.process = self.process, None
         if process is None:
             return
+        started = time.perf_counter()
         try:
             process.wait(timeout=self.WAIT_S)
+            self.finished(process)
         except subprocess.TimeoutExpired:  # left running: the load inspects for itself, as without a fill
-            pass
+            self.outcome = f"left running after {self.WAIT_S:g} s"
+        self.waited_s = time.perf_counter() - started
+
+    def stop(self) -> None:
+        """No load needs it before a trial: ended now if still running (a later load inspects for itself)."""
+        process, self.process = self.process, None
+        if process is None:
+            return
+        if process.poll() is None:
+            process.terminate()
+            self.outcome = "stopped before the first trial (no load needed it)"
+        else:
+            self.finished(process)
+
+    def finished(self, process: subprocess.Popen) -> None:
+        code = getattr(process, "returncode", None)
+        self.outcome = "done" if code == 0 else f"failed (exit {code})"
+        if code == 0 and self.stamp is not None:
+            try:
+                self.stamp.parent.mkdir(parents=True, exist_ok=True)
+                self.stamp.touch()
+            except OSError:  # a read-only cache: the next command fills again
+                pass
 
 
 def begin_model_info(model: ModelSection, *, mtp: bool) -> ModelInfoFill:
@@ -100,11 +128,31 @@ def begin_model_info(model: ModelSection, *, mtp: bool) -> ModelInfoFill:
     command = model_info_command(folder / "config.json", mtp=mtp)
     if command is None:
         return ModelInfoFill()
+    if model_info_filled(command):  # an earlier command filled it for this vLLM: no process importing vLLM again
+        fill = ModelInfoFill()
+        fill.outcome = "filled by an earlier command"
+        return fill
     try:
         return ModelInfoFill(subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                              stdin=subprocess.DEVNULL))
+                                              stdin=subprocess.DEVNULL), stamp=model_info_stamp(command))
     except OSError:
         return ModelInfoFill()
+
+
+def model_info_stamp(command: list[str]) -> Path:
+    """The file a fill that succeeded leaves for its architectures and the installed vLLM: later commands on this
+    machine skip the fill, a subprocess that imports vLLM (seconds to tens of seconds on a GPU host)."""
+    import hashlib
+
+    from runner.cache import cache_root
+    from runner.plan.engine_args import installed_vllm_version
+
+    key = " ".join([installed_vllm_version(), *command[3:]])
+    return cache_root() / "model-info" / f"{hashlib.sha256(key.encode()).hexdigest()[:16]}.done"
+
+
+def model_info_filled(command: list[str]) -> bool:
+    return model_info_stamp(command).exists()
 
 
 class ModelFolder:

@@ -11,6 +11,7 @@ from runner.schema import RACE_ELIMINATED, Phase, TrialStatus
 from runner.scheduling.actor_spec import engine_for_actor
 from runner.scheduling.actors import ActorPool
 from runner.scheduling.carry import StageCarry
+from runner.scheduling.first_trial import FirstTrialClock
 from runner.scheduling.lane import Lane, Preload, Resident
 from runner.scheduling.order import least_soon_needed
 from runner.scheduling.race import Race
@@ -23,11 +24,13 @@ from runner.scheduling.stops import Deadline, back_before_deadline, load_estimat
 class LaneSteps:
     def __init__(self, *, plan: Plan, model_cfg, settings: ExecutionSettings, pool: ActorPool, recorder: Recorder,
                  race: Race, deadline: Deadline, progress=None, before_engines: Optional[Callable[[], None]] = None,
-                 carry: Optional[StageCarry] = None):
+                 carry: Optional[StageCarry] = None, clock: Optional[FirstTrialClock] = None):
         self.plan, self.model_cfg, self.settings = plan, model_cfg, settings
+        self.clock = clock or FirstTrialClock(origin=time.time(), done=True)
         self.carry = carry  # an adaptive study's: engines stay loaded for its later stages
-        # A check deferred until now (vLLM's engine-argument rules): raises before any engine loads or runs a trial.
-        self.before_engines = before_engines or (lambda: None)
+        # A check deferred until now (vLLM's engine-argument rules): raises before any engine loads or runs a trial;
+        # `load`: an engine loads next (it waits for the model-info fill), else a trial runs (the fill stops).
+        self.before_engines = before_engines or (lambda *, load: None)
         self.policy = settings.policy
         self.pool, self.recorder, self.race, self.deadline, self.progress = pool, recorder, race, deadline, progress
         self.lanes: list[Lane] = []
@@ -142,7 +145,7 @@ class LaneSteps:
         return True
 
     def start_engine(self, lane: Lane) -> None:
-        self.before_engines()
+        self.before_engines(load=True)
         engine = lane.current.engine
         # A pooled CUDA engine sleeps when it goes back to the pool: it needs sleep mode from its start.
         sleepy = self.policy.residents_sleep and (lane.max_resident > 1 or self.settings.keep_engines)
@@ -198,7 +201,7 @@ class LaneSteps:
                 self.pool.reap(wait=True)  # an engine shutting down would take cores from the trial
             if lane.spare_ready is not None:
                 self.await_spare(lane)  # so would the next engine's imports
-        self.before_engines()
+        self.before_engines(load=False)
         trial = lane.trials[0]
         engine = lane.current.engine
         self.check_deadline(what=f"trial {trial.trial_id}", in_hand=1, estimate_s=trial_estimate(
@@ -208,6 +211,7 @@ class LaneSteps:
         attempt = self.recorder.next_attempt(trial)
         self.call(lane, Phase.TRIAL, lane.current.actor.run_trial.remote(trial=trial, attempt=attempt),
                   self.settings.trial_timeout_s)
+        self.clock.first_trial()
         if self.policy.spare_during_trials:
             self.start_spare(lane)
         if self.progress is not None:

@@ -71,7 +71,7 @@ class Decode(Workload):
 
     async def _open_loop(self, ctx: TrialContext, p: DecodeParams, maker) -> list[RequestResult]:
         prompts = [maker.tokens(length=p.input_len, seed=derived_seed(base=ctx.seed, session=i))
-                   for i in range(p.num_requests)]
+                   for i in range(p.arrivals())]
         offsets = p.schedule(seed=derived_seed(base=ctx.seed, salt="arrivals"))
 
         async def arrival(i: int, sender) -> list[RequestResult]:

@@ -45,7 +45,7 @@ class MultiTurn(Workload):
         engine = ctx.engine
         maker = prompt_maker(p, engine)
 
-        sessions = p.num_sessions if p.open_loop else ctx.concurrency
+        sessions = p.arrivals() if p.open_loop else ctx.concurrency
         # The user's side of every turn exists before the window opens; only the model's answers are appended.
         turns = [[maker.tokens(length=p.context_len if turn == 0 else p.turn_tokens,
                                seed=derived_seed(base=ctx.seed, session=s, turn=turn)) for turn in range(p.turns)]

@@ -19,6 +19,8 @@ from runner.measurement.workloads.base import Engine, RequestResult, WorkloadPar
 
 # Arrivals of an open-loop shape's unmeasured warm-up (all at once): enough to batch, short enough to be cheap.
 WARMUP_ARRIVALS = 8
+# A schedule cut by `max_duration_s` keeps at least this many arrivals: a p99 of fewer requests is their maximum.
+CAPPED_MIN_ARRIVALS = 100
 
 
 @dataclass(kw_only=True)
@@ -29,6 +31,9 @@ class OpenLoopParams(WorkloadParams):
     request_rate: Any = None  # req/s (a number or inf); needed unless closed
     burstiness: float = 1.0  # gamma's shape: 1 = Poisson, < 1 burstier
     max_concurrency: Optional[int] = None  # open loop: at most this many requests in flight (null: no cap)
+    # Open loop at a finite rate: arrivals for at most this many seconds, i.e. min(N, max(CAPPED_MIN_ARRIVALS,
+    # ceil(rate × max_duration_s))) of the N asked for (null: all N; a low rate's N would take minutes).
+    max_duration_s: Optional[float] = None
 
     @property
     def open_loop(self) -> bool:
@@ -39,7 +44,10 @@ class OpenLoopParams(WorkloadParams):
 
     def arrivals(self) -> int:
         """How many requests (or sessions) arrive on the clock in open loop."""
-        return int(getattr(self, self.arrivals_field))
+        asked = int(getattr(self, self.arrivals_field))
+        if self.max_duration_s is None or not self.open_loop or math.isinf(self.rate()):
+            return asked
+        return min(asked, max(CAPPED_MIN_ARRIVALS, math.ceil(self.rate() * float(self.max_duration_s))))
 
     def validate(self) -> list[str]:
         errors = super().validate()
@@ -47,7 +55,8 @@ class OpenLoopParams(WorkloadParams):
         if self.arrival not in valid:
             return errors + [f"arrival={self.arrival!r} is unknown; valid: {', '.join(valid)}"]
         if not self.open_loop:
-            for name, unset in (("request_rate", None), ("max_concurrency", None), ("burstiness", 1.0)):
+            for name, unset in (("request_rate", None), ("max_concurrency", None), ("burstiness", 1.0),
+                                ("max_duration_s", None)):
                 if getattr(self, name) != unset:
                     errors.append(f"{name}={getattr(self, name)!r} needs an open-loop arrival "
                                   f"(arrival=poisson or gamma); closed-loop sessions send when their last "
@@ -61,6 +70,9 @@ class OpenLoopParams(WorkloadParams):
             return errors + [str(exc)]
         if not rate > 0:
             errors.append(f"request_rate={self.request_rate!r} must be > 0 req/s (or inf: all at once)")
+        cap = self.max_duration_s
+        if cap is not None and (isinstance(cap, bool) or not isinstance(cap, (int, float)) or not cap > 0):
+            errors.append(f"max_duration_s={cap!r} must be a number of seconds > 0 (null: no cap)")
         if isinstance(self.burstiness, bool) or not isinstance(self.burstiness, (int, float)) \
                 or not self.burstiness > 0 or math.isinf(self.burstiness):
             errors.append(f"burstiness={self.burstiness!r} must be a number > 0 (1 = Poisson)")
@@ -81,7 +93,7 @@ class OpenLoopParams(WorkloadParams):
         return dataclasses.replace(self, request_rate=math.inf, **{self.arrivals_field: min(
             self.arrivals(), WARMUP_ARRIVALS)})
 
-    not_counts = ("request_rate", "burstiness")
+    not_counts = ("request_rate", "burstiness", "max_duration_s")
     # The field that says how many arrivals the schedule has (num_requests, num_sessions).
     arrivals_field: ClassVar[str] = "num_requests"
 
