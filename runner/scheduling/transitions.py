@@ -105,6 +105,8 @@ class LaneSteps:
             return
         resident = lane.residents.get(engine.engine_id)
         if resident is not None:
+            if resident.asleep and self.sleep_first(lane, engine):
+                return
             lane.current = resident
             if resident.asleep:
                 self.pool.free_device()
@@ -136,7 +138,8 @@ class LaneSteps:
         device: it sleeps before another engine wakes or loads there, and `engine` enters after (on_slept)."""
         if not self.policy.residents_sleep:
             return False
-        awake = next((r for r in lane.residents.values() if not r.asleep), None)
+        awake = next((r for r in lane.residents.values() if not r.asleep and r.engine.engine_id != engine.engine_id),
+                     None)
         if awake is None:
             return False
         awake.asleep = True

@@ -28,7 +28,8 @@ def test_split_switches_and_load_overhead():
                            "wall_s": [3.8, 4.3, 4.8]})
     split = device_time(phases, engines, trials)
     assert split.wall_s == pytest.approx(113.5)
-    assert split.launch_s == 3.0 and split.loads == 2
+    assert split.launch_s == 3.0 and split.loads == 2 and split.engines == 2
+    assert any(r["what"].startswith("engine loads (2 for 2 engines;") for r in split.rows())
     assert split.vllm_init_s == pytest.approx(74.0)
     assert split.trials_s == pytest.approx(15.0) and split.warmup_s == pytest.approx(1.5)
     assert split.switches_s == [pytest.approx(2.0)]
