@@ -241,9 +241,9 @@ class RateSearchSection:
     # every rate (the Answer table's points); false: each arm only its own bracket's rates.
     shared_rates: bool = field(default=False, metadata=_fix("sweep.rate_search.shared_rates=false",
                                                             "must be true or false"))
-    # A probe below saturation sends for at most this many seconds: min(num_requests, max(100, rate × probe_s))
-    # requests (100: enough for a p99 between two samples); null: every probe sends num_requests.
-    probe_s: Optional[float] = field(default=20.0, metadata=_fix("sweep.rate_search.probe_s=20",
+    # A probe below saturation sends for at most this many seconds: min(num_requests, max(50, rate × probe_s))
+    # requests (50: a p99 between a repeat's two slowest); null: every probe sends num_requests.
+    probe_s: Optional[float] = field(default=15.0, metadata=_fix("sweep.rate_search.probe_s=15",
                                                                  "must be a number of seconds > 0 or null"))
 
     def __post_init__(self):
@@ -262,7 +262,7 @@ class RateSearchSection:
                           f"(fix: sweep.rate_search.low_fraction=0.1)")
         if self.probe_s is not None and not self.probe_s > 0:
             errors.append(f"sweep.rate_search.probe_s={_g(self.probe_s)} must be > 0 seconds, or null for no cap "
-                          f"(fix: sweep.rate_search.probe_s=20)")
+                          f"(fix: sweep.rate_search.probe_s=15)")
         _problems(errors)
 
 

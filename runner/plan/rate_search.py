@@ -93,8 +93,9 @@ def probe_line(config: RunConfig) -> str:
     from runner.measurement.workloads.open_loop import CAPPED_MIN_ARRIVALS
 
     return (f"rate probes below saturation: at most {probe_s:g} s of arrivals each, i.e. min(num_requests, "
-            f"max({CAPPED_MIN_ARRIVALS}, rate × {probe_s:g} s)) requests ({CAPPED_MIN_ARRIVALS}: a p99 between two "
-            f"samples; sweep.rate_search.probe_s sets the cap, null sends num_requests)")
+            f"max({CAPPED_MIN_ARRIVALS}, rate × {probe_s:g} s)) requests (at least {CAPPED_MIN_ARRIVALS} per repeat: "
+            f"the p99 lies between a repeat's two slowest; sweep.rate_search.probe_s sets the cap, null sends "
+            f"num_requests)")
 
 
 def _row_rate(row: dict) -> float:

@@ -22,5 +22,6 @@ def probe_notes(trials: pd.DataFrame) -> list[str]:
     sent = f"; measured requests per probe here {int(counts.min())}–{int(counts.max())}" if len(counts) else ""
     return [f"Probes below saturation sent for at most {'/'.join(f'{s:g}' for s in seconds)} s "
             f"(sweep.rate_search.probe_s): min(num_requests, max({CAPPED_MIN_ARRIVALS}, rate × that)) requests each, "
-            f"so that a low rate answers in seconds{sent}. A p99 stands on at least {CAPPED_MIN_ARRIVALS} requests "
-            f"per repeat; a probe that short may miss queueing that builds up over minutes just below saturation."]
+            f"so that a low rate answers in seconds{sent}. A repeat's p99 stands on at least {CAPPED_MIN_ARRIVALS} "
+            f"requests (it lies between its two slowest); a probe that short may miss queueing that builds up over "
+            f"minutes just below saturation."]

@@ -17,6 +17,7 @@ class Resident:
     actor: object
     asleep: bool = False
     weights_gib: float = 0.0
+    sleeps: bool = True  # started with sleep mode where the device has it (else it is evicted, never put to sleep)
 
 
 @dataclass(kw_only=True)

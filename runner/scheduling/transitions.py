@@ -142,6 +142,10 @@ class LaneSteps:
                      None)
         if awake is None:
             return False
+        if not awake.sleeps:  # loaded without sleep mode: it makes room by going
+            self.evict(lane, awake)
+            self.pool.free_device()
+            return self.sleep_first(lane, engine)
         awake.asleep = True
         lane.current, lane.entering = awake, engine
         self.call(lane, Phase.SLEEP, awake.actor.sleep.remote(), self.settings.start_timeout_s)
@@ -150,8 +154,11 @@ class LaneSteps:
     def start_engine(self, lane: Lane) -> None:
         self.before_engines(load=True)
         engine = lane.current.engine
-        # A pooled CUDA engine sleeps when it goes back to the pool: it needs sleep mode from its start.
-        sleepy = self.policy.residents_sleep and (lane.max_resident > 1 or self.settings.keep_engines)
+        # A pooled CUDA engine sleeps when it goes back to the pool, and one an adaptive study keeps for its later
+        # stages sleeps there: each needs sleep mode from its start.
+        sleepy = self.policy.residents_sleep and (lane.max_resident > 1 or self.settings.keep_engines or
+                                                  self.carry is not None)
+        lane.current.sleeps = sleepy
         ref = lane.current.actor.start.remote(engine=engine_for_actor(engine, sleep_mode=sleepy), model=self.model_cfg)
         self.call(lane, Phase.START, ref, self.settings.start_timeout_s)
         if self.policy.preloads_beside:

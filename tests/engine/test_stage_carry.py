@@ -43,7 +43,7 @@ def test_the_second_stage_loads_nothing_new(study):
 def test_searched_rates_are_capped_probes_and_the_report_counts_loads(study):
     stdout, _, trials, report = study
     below = trials[trials.offered_rate_req_s < float("inf")]
-    assert len(below) and all(json.loads(p)["max_duration_s"] == 20 for p in below.workload_params_json)
-    assert "rate probes below saturation: at most 20 s of arrivals each" in stdout
+    assert len(below) and all(json.loads(p)["max_duration_s"] == 15 for p in below.workload_params_json)
+    assert "rate probes below saturation: at most 15 s of arrivals each" in stdout
     assert "engine loads (2 for 2 engines;" in report
-    assert "Probes below saturation sent for at most 20 s" in report
+    assert "Probes below saturation sent for at most 15 s" in report

@@ -29,10 +29,10 @@ def _stages(*overrides):
 def test_searched_rates_are_capped_and_stay_on_their_line():
     config, study, saturation, below = _stages()
     assert all("max_duration_s" not in t.point for t in saturation.plan.trials)
-    assert below.plan.trials and all(t.point["max_duration_s"] == 20.0 for t in below.plan.trials)
+    assert below.plan.trials and all(t.point["max_duration_s"] == 15.0 for t in below.plan.trials)
     assert {line_params(t.params_json) for t in below.plan.trials} <= \
         {line_params(t.params_json) for t in saturation.plan.trials}
-    assert "at most 20 s of arrivals each" in study.notes(config)[0]
+    assert "at most 15 s of arrivals each" in study.notes(config)[0]
 
 
 def test_probe_s_null_sends_every_request():
@@ -42,13 +42,13 @@ def test_probe_s_null_sends_every_request():
 
 
 def test_a_capped_schedule_keeps_enough_arrivals_for_a_p99():
-    def arrivals(rate, cap=20.0, n=500):
+    def arrivals(rate, cap=15.0, n=500):
         return DecodeParams(arrival="poisson", request_rate=rate, num_requests=n, max_duration_s=cap).arrivals()
 
-    assert arrivals(20.0) == 400  # 20 s at 20 req/s
-    assert arrivals(2.0) == CAPPED_MIN_ARRIVALS  # 40 would leave the p99 on the sample's maximum
+    assert arrivals(20.0) == 300  # 15 s at 20 req/s
+    assert arrivals(2.0) == CAPPED_MIN_ARRIVALS  # 30 would leave the p99 on the slowest request alone
     assert arrivals(100.0) == 500 and arrivals(math.inf) == 500  # never more than asked; saturation uncapped
-    assert arrivals(2.0, n=50) == 50
+    assert arrivals(2.0, n=20) == 20
     assert DecodeParams(arrival="poisson", request_rate=2.0, max_duration_s=0).validate()
     assert DecodeParams(max_duration_s=20.0).validate()  # closed loop: a cap needs arrivals on a clock
 

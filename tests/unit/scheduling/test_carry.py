@@ -51,7 +51,7 @@ def _steps(device: str, *, engines: int = 2):
     plan = rounds_plan(engines=engines, trials=1, repeats=1)
     s = settings(device=device)
     pool = ActorPool(settings=s, keys=RunKeys(sweep="s", run_id="r"), log_dir="/tmp")
-    pool.reap = lambda wait=False: log.append("reap")
+    pool.reap = lambda wait=False: (log.append("reap"), pool.dying.clear())
     carry = StageCarry(pool=pool)
     steps = LaneSteps(plan=plan, model_cfg={}, settings=s, pool=pool, recorder=Recorder(), carry=carry,
                       race=Race(plan=plan, enabled=False, tie_band=0.02, seed=0), deadline=Deadline(deadline_s=None))
@@ -78,9 +78,10 @@ def test_an_engines_last_turn_of_a_stage_leaves_it_loaded_for_the_next_stage():
     assert later.phase is Phase.TRIAL and log == ["run_trial a0"]
 
 
-def test_on_cuda_an_engine_left_awake_sleeps_before_another_enters():
+def _cuda_stage_entering_an_asleep_engine(*, awake_sleeps: bool):
+    """A CUDA lane of a later stage that left e0 awake and e1 asleep; its first step is e1's (begun)."""
     steps, plan, carry, log = _steps("cuda")
-    awake = Resident(engine=plan.engine("e0"), actor=Actor(log, "a0"))
+    awake = Resident(engine=plan.engine("e0"), actor=Actor(log, "a0"), sleeps=awake_sleeps)
     asleep = Resident(engine=plan.engine("e1"), actor=Actor(log, "a1"), asleep=True)
     carry.left["lane-0"] = {"e0": awake, "e1": asleep}
     lane = Lane(index=0, steps=collections.deque(round_steps(plan, engine_ids=["e1"])), max_resident=2,
@@ -88,6 +89,11 @@ def test_on_cuda_an_engine_left_awake_sleeps_before_another_enters():
     steps.lanes = [lane]
     carry.take(lane)
     assert steps.begin_step(lane)
+    return steps, lane, awake, log
+
+
+def test_on_cuda_an_engine_left_awake_sleeps_before_another_enters():
+    steps, lane, awake, log = _cuda_stage_entering_an_asleep_engine(awake_sleeps=True)
     assert log == ["sleep a0"] and lane.phase is Phase.SLEEP and lane.entering.engine_id == "e1"
     # The sleep answered (LaneMachine.on_slept): the waiting engine wakes, no load.
     lane.idle(drop_engine=True)
@@ -110,3 +116,9 @@ def test_drop_retires_what_is_left_and_releases_the_bundles():
     carry.bundles.release = lambda: released.append(True)
     carry.drop()
     assert log == ["read_log a0", "shutdown a0", "reap"] and released and not carry.left
+
+
+def test_on_cuda_an_engine_loaded_without_sleep_mode_makes_room_by_going():
+    steps, lane, _, log = _cuda_stage_entering_an_asleep_engine(awake_sleeps=False)
+    assert log == ["read_log a0", "shutdown a0", "reap", "wake_up a1"] and lane.phase is Phase.WAKE
+    assert list(lane.residents) == ["e1"]
