@@ -5,16 +5,19 @@ import dataclasses
 import signal
 import sys
 from pathlib import Path
-from typing import Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 from runner.config.sections import RunConfig
 from runner.measurement.records import RunKeys
 from runner.plan.grid import Plan
 from runner.schema import TrialStatus
-from runner.scheduling.settings import ExecutionSettings
 from runner.scheduling.first_trial import FirstTrialClock
+from runner.scheduling.settings import ExecutionSettings
 from runner.scheduling.startup_steps import StartupSteps
 from runner.scheduling.startup import ModelFolder, ModelInfoFill, begin_model_info, prepare_builtin_model, start_ray
+
+if TYPE_CHECKING:
+    from runner.scheduling.carry import StageCarry
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -27,7 +30,7 @@ class Session:
     progress: object
     launched: bool = False  # the command's launch span is on the timeline (once, before its first stage)
     # An adaptive study's stages share their engines (runner.scheduling.carry): each loads once per command.
-    carry: object = None
+    carry: Optional["StageCarry"] = None
     model_info: ModelInfoFill = dataclasses.field(default_factory=ModelInfoFill)
     clock: Optional[FirstTrialClock] = None  # set at open: the first trial's line
 
