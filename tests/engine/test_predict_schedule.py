@@ -44,6 +44,12 @@ def test_stages_ran_in_order_and_the_first_is_off_and_the_largest_k(study):
     assert len(first_round) == 12
 
 
+def test_each_engine_loaded_once_over_the_three_stages(study):
+    _, run_dir, _, _ = study
+    starts = read_frame(run_dir, "phases").query("phase == 'start'")
+    assert sorted(starts.engine_id) == sorted(set(read_frame(run_dir, "trials").engine_id))
+
+
 def test_only_the_predicted_contenders_were_measured(study):
     _, run_dir, _, _ = study
     rows = read_rows(run_dir, "trials")
