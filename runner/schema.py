@@ -33,7 +33,8 @@ class TrialStatus(enum.StrEnum):
 
     OK = "ok"
     FAILED = "failed"  # failure_kind says why (engine_start_failure(...) when its engine did not start)
-    SKIPPED = "skipped"  # the race stopped it (failure_kind RACE_ELIMINATED): neither a result nor a failure
+    SKIPPED = "skipped"  # the race or a settled point stopped it (failure_kind RACE_ELIMINATED or CONVERGED):
+    # neither a result nor a failure
 
 
 class Phase(enum.StrEnum):
@@ -51,6 +52,7 @@ class Phase(enum.StrEnum):
 
 # ---- failure kinds (failure_kind) -----------------------------------------------------------------
 RACE_ELIMINATED = "race_eliminated"  # a trial the race stopped (status SKIPPED)
+CONVERGED = "converged"  # a repeat not taken: its point's decision had settled (sweep.converge; status SKIPPED)
 _ENGINE_START = "engine_start:"
 
 

@@ -76,7 +76,7 @@ def run_sweep(cfg: DictConfig, *, run_dir: Path, config: Optional[RunConfig] = N
     done = sink.finished_trial_ids(include_failed=not config.retry_failed)
     stages = run_stages(config=config, plan=plan, trial_rows=lambda: sink.rows["trials"])
     if config.dry_run:
-        from runner.scheduling.describe import describe_devices, describe_loads, describe_plan
+        from runner.scheduling.describe import describe_converge, describe_devices, describe_loads, describe_plan
 
         first = next(stages)
         if study:
@@ -90,6 +90,8 @@ def run_sweep(cfg: DictConfig, *, run_dir: Path, config: Optional[RunConfig] = N
             print(line)
         print("\n".join(describe_devices(first.plan, device=device, capacity=capacity, done=done,
                                             seed=config.execution.order_seed)))
+        for line in describe_converge(first.plan, converge=config.sweep.converge):
+            print(line)
         return 0
     from runner.config.presets import apply_preset
 

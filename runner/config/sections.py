@@ -282,6 +282,9 @@ class SweepSection:
     repeats: int = field(default=1, metadata=_fix("sweep.repeats=1", "must be an integer ≥ 1"))
     race: bool = field(default=False, metadata=_fix("sweep.race=false", "must be true or false"))
     race_tie_band: float = TIE_BAND  # arms within this band of the best are not eliminated
+    # A point stops taking repeats once its decision is settled (runner.measurement.converge), at sweep.repeats at
+    # the latest and never before the verdict's minimum.
+    converge: bool = field(default=False, metadata=_fix("sweep.converge=false", "must be true or false"))
     question: Optional[QuestionSection] = None
     # An adaptive study (runner.plan.stages.STUDIES): stages planned from the ones before; null: the fixed grid.
     adaptive: Optional[str] = None

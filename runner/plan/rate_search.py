@@ -155,6 +155,9 @@ class RateSearch:
         if config.sweep.race:
             raise ConfigError("sweep.adaptive=rate_search keeps every arm to find its own rate; a race eliminates "
                               "arms (fix: sweep.race=false)")
+        if config.sweep.converge:
+            raise ConfigError("sweep.adaptive=rate_search sets its own repeats per rate; sweep.converge stops points "
+                              "by the arms' verdict (fix: sweep.converge=false)")
         if not config.workload:
             raise ConfigError("the sweep names no workload (fix: workload=[decode])")
         return _with_rates(config, {})

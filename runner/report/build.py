@@ -22,6 +22,7 @@ from runner.report.profiles import profiles_as_points
 from runner.report.schedule_report import (acceptance_predictions, derived_schedules, schedule_outcomes,
                                            schedule_recommendations)
 from runner.report.race_report import race_stops
+from runner.report.repeats import repeats_section
 from runner.report.recommend import recommendation
 from runner.report.render import md_table, percent, section
 from runner.config.report import ReportSettings, parse_settings
@@ -287,7 +288,7 @@ def render_markdown(a: Analysis, *, plot_files: list[Path]) -> str:
              _metrics_section(a),
              sections.recommendation_section(a), sections.slo_section(a),
              sections.pareto_section(a, [n for n in names if n.endswith("_pareto.png")]), sections.cost_section(a),
-             sections.race_section(a), sections.degenerate_section(a),
+             sections.race_section(a), repeats_section(a.trials), sections.degenerate_section(a),
              section("Crossovers", md_table(a.crossovers) if len(a.crossovers) else
                      "None: the outcome does not change along any axis."),
              _draft_section(a), sections.schedule_section(a), _capacity_section(a), _divergence_section(a), _failures_section(a),

@@ -108,3 +108,17 @@ def pool_line(pool: str, *, found: list[str], needed: int) -> str:
         return f"engine pool {pool!r}: none of this run's {needed} engine(s) there yet; they load, and stay after it"
     return (f"engine pool {pool!r}: {len(found)} of {needed} engine(s) found, woken instead of loaded "
             f"({', '.join(found)})")
+
+
+def describe_converge(plan: Plan, *, converge: bool) -> list[str]:
+    """The dry run's line about sweep.converge: up to how many repeats a point takes, and the least."""
+    if not converge:
+        return []
+    from runner.measurement.race import MIN_ROUNDS
+
+    repeats = len({t.repeat for t in plan.trials})
+    if repeats <= MIN_ROUNDS:
+        return [f"converge: on, but saves nothing with {repeats} repeat(s): a point stops only after {MIN_ROUNDS} "
+                f"(fix: sweep.repeats={2 * MIN_ROUNDS})"]
+    return [f"converge: each point takes {MIN_ROUNDS} to {repeats} repeats; it stops once its verdict is settled "
+            f"(every interval against the leader clear of the tie band), all its arms at once"]

@@ -40,7 +40,8 @@ class Scheduler:
         self.carry = carry
         self.pool = carry.pool if carry is not None else ActorPool(settings=settings, keys=keys, log_dir=log_dir,
                                                                     model_cfg=model_cfg)
-        race = Race(plan=plan, enabled=settings.race, tie_band=settings.race_tie_band, seed=settings.order_seed)
+        race = Race(plan=plan, enabled=settings.race, tie_band=settings.race_tie_band, seed=settings.order_seed,
+                    converge=settings.converge)
         self.recorder = Recorder(keys=keys, sink=sink, race=race, on_trial=on_trial, on_engine=on_engine,
                                  progress=progress, launched_at=launched_at)
         self.machine = LaneMachine(plan=plan, model_cfg=model_cfg, settings=settings, pool=self.pool,

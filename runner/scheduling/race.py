@@ -1,12 +1,18 @@
-"""The race between arms (`sweep.race`): samples of finished trials, eliminations after each round (pure)."""
+"""The race between arms (`sweep.race`) and settled points (`sweep.converge`): samples of finished trials, what
+stops after each round (pure)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from runner.measurement import race
+from runner.measurement import converge, race
 from runner.measurement.workloads import workload_class
 from runner.plan.grid import Plan
-from runner.schema import TrialStatus
+from runner.schema import CONVERGED, RACE_ELIMINATED, TrialStatus
+
+
+def point_key(params_json: str, concurrency) -> str:
+    """A point within its workload: its parameters and its load."""
+    return f"{params_json} c={concurrency}"
 
 
 @dataclass(kw_only=True)
@@ -15,13 +21,15 @@ class Race:
     enabled: bool
     tie_band: float
     seed: int
+    converge: bool = False  # sweep.converge: a settled point stops taking repeats
     samples: list = field(default_factory=list)
     eliminated: dict[tuple, str] = field(default_factory=dict)  # (engine_id, workload) -> reason
+    settled: dict[tuple, str] = field(default_factory=dict)  # (workload, point) -> reason
     _arms: dict | None = None
 
     def add(self, record, requests) -> None:
-        """A finished trial's sample (OK trials only, and only while racing)."""
-        if not self.enabled or record.status != TrialStatus.OK:
+        """A finished trial's sample (OK trials only, and only while racing or converging)."""
+        if not (self.enabled or self.converge) or record.status != TrialStatus.OK:
             return
         value = race.trial_sample(record, requests)
         if value is None:
@@ -29,7 +37,7 @@ class Race:
         metric = workload_class(record.workload).deciding
         self.samples.append(race.RaceSample(
             engine_id=record.engine_id, arm=self.arm(record.engine_id), workload=record.workload,
-            point=f"{record.workload_params_json} c={record.concurrency}", round=int(record.round),
+            point=point_key(record.workload_params_json, record.concurrency), round=int(record.round),
             value=float(value), higher_is_better=bool(metric.higher_is_better)))
 
     def arm(self, engine_id: str) -> str:
@@ -45,11 +53,31 @@ class Race:
         return self._arms.get(engine_id, engine_id)
 
     def after_round(self, finished_round: int) -> None:
-        if not self.enabled or not self.samples:
+        if not self.samples:
             return
-        found = race.race_eliminations(self.samples, tie_band=self.tie_band, seed=self.seed)
-        for key, reason in found.items():
-            self.eliminated.setdefault(tuple(key), f"{reason} (round {finished_round})")
+        if self.enabled:
+            found = race.race_eliminations(self.samples, tie_band=self.tie_band, seed=self.seed)
+            for key, reason in found.items():
+                self.eliminated.setdefault(tuple(key), f"{reason} (round {finished_round})")
+        if self.converge:
+            found = converge.settled_points(self.samples, planned=self.planned_points(), tie_band=self.tie_band,
+                                            seed=self.seed)
+            for key, reason in found.items():
+                self.settled.setdefault(tuple(key), reason)
+
+    def planned_points(self) -> dict[tuple[str, str], set[str]]:
+        points: dict[tuple[str, str], set[str]] = {}
+        for t in self.plan.trials:
+            points.setdefault((t.workload, point_key(t.params_json, t.concurrency)), set()).add(t.engine_id)
+        return points
+
+    def stop(self, trial) -> tuple[str, str] | None:
+        """(failure_kind, reason) when this trial is not to run: its arm is out of the race, or its point settled."""
+        reason = self.elimination(trial)
+        if reason is not None:
+            return RACE_ELIMINATED, reason
+        reason = self.settled.get((trial.workload, point_key(trial.params_json, trial.concurrency)))
+        return (CONVERGED, reason) if reason is not None else None
 
     def elimination(self, trial) -> str | None:
         """Why this trial's arm is out of its workload's race (None: it runs)."""

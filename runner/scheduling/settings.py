@@ -41,6 +41,7 @@ class ExecutionSettings:
     shutdown_timeout_s: float  # a graceful engine shutdown, then ray.kill
     race: bool
     race_tie_band: float
+    converge: bool  # sweep.converge: a settled point stops taking repeats
     cpu_kv_gib: float  # VLLM_CPU_KVCACHE_SPACE, for the CPU residency plan
     engine_start: EngineStart  # how vLLM's engine-core process starts in an actor
     sleep_pin_ahead: bool  # a sleeping engine's first sleep pinned during its init (execution.sleep_pin_ahead)
@@ -64,7 +65,7 @@ class ExecutionSettings:
                    first_trial_twice=bool(execution.first_trial_twice), resident=execution.resident,
                    deadline_s=execution.deadline_s, order_seed=execution.order_seed,
                    shutdown_timeout_s=float(execution.shutdown_timeout_s), race=sweep.race,
-                   race_tie_band=float(sweep.race_tie_band),
+                   race_tie_band=float(sweep.race_tie_band), converge=bool(sweep.converge),
                    cpu_kv_gib=float(config.engine.cpu_kvcache_space_gib or 1), engine_start=execution.engine_start,
                    sleep_pin_ahead=bool(execution.sleep_pin_ahead), keep_engines=bool(execution.keep_engines),
                    pool=execution.pool,

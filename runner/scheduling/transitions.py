@@ -7,7 +7,7 @@ import time
 from typing import Callable, Optional
 
 from runner.plan.grid import EngineConfig, Plan
-from runner.schema import RACE_ELIMINATED, Phase, TrialStatus
+from runner.schema import Phase, TrialStatus
 from runner.scheduling.actor_spec import engine_for_actor
 from runner.scheduling.actors import ActorPool
 from runner.scheduling.carry import StageCarry
@@ -71,10 +71,9 @@ class LaneSteps:
             engine = self.plan.engine(step.engine_id)
             trials = collections.deque()
             for trial in step.trials:
-                reason = self.race.elimination(trial)
-                if reason is not None:
-                    self.recorder.trial_failed(engine, trial, kind=RACE_ELIMINATED, reason=reason,
-                                               status=TrialStatus.SKIPPED)
+                stop = self.race.stop(trial)
+                if stop is not None:
+                    self.recorder.trial_failed(engine, trial, kind=stop[0], reason=stop[1], status=TrialStatus.SKIPPED)
                 else:
                     trials.append(trial)
             if not trials:
