@@ -128,6 +128,8 @@ class EngineRecord(EngineSettings):
     added_engine_args_json: Optional[str] = None
     # Woken from the engine pool (execution.keep_engines) instead of loaded: load_s is null, the `start` span a wake.
     reused_from_pool: bool = False
+    # Engines side by side on its GPU (cluster.engines_per_gpu), each with its own share of it.
+    engines_on_device: int = 1
 
 
 @dataclass(kw_only=True)
@@ -154,6 +156,9 @@ class TrialRecord(EngineSettings):
     # The interleaved round it ran in (= its repeat) and its index in the sweep's execution order (across resumes).
     round: Optional[int] = None
     position: Optional[int] = None
+    # Engines that ran side by side on this trial's GPU (cluster.engines_per_gpu): above 1 its speed figures are
+    # shared-device figures, not the engine's own speed.
+    engines_on_device: int = 1
     started_at: Optional[float] = None
     # The measured requests' span: first measured request sent → its last token (throughput divides by it).
     duration_s: Optional[float] = None

@@ -73,10 +73,13 @@ class ClusterSection:
                                                                             "must be an integer ≥ 1"))
     cpu_engine_slots: int = field(default=1, metadata=_fix("cluster.cpu_engine_slots=1", "must be an integer ≥ 1"))
     cpus_per_engine: float = field(default=1, metadata=_fix("cluster.cpus_per_engine=1", "must be > 0"))
+    # Engines side by side on one GPU, each its own lane with 1/n of it (runner.plan.device_share): their figures
+    # share the GPU's compute, so they answer which configuration fits, not how fast one runs alone.
+    engines_per_gpu: int = field(default=1, metadata=_fix("cluster.engines_per_gpu=1", "must be an integer ≥ 1"))
 
     def __post_init__(self):
         errors = []
-        for name in ("cpu_engine_slots", "max_parallel_engines"):
+        for name in ("cpu_engine_slots", "max_parallel_engines", "engines_per_gpu"):
             value = getattr(self, name)
             if value is not None and value < 1:
                 errors.append(f"cluster.{name}={value!r} must be an integer ≥ 1 (fix: cluster.{name}=1)")

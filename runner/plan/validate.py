@@ -9,6 +9,7 @@ from typing import Iterable, Optional
 from runner.config.checks import _is_int
 from runner.config.sections import ENGINE_AXES, TRIAL_AXES, ModelSection, RunConfig, SweepSection
 from runner.plan import load_checks
+from runner.plan.device_share import check_device_share
 from runner.plan.grid import PlanError
 from runner.plan.model_checks import check_model
 from runner.spec_arm import SPEC_METHODS, SpecArm
@@ -295,6 +296,9 @@ def validate(config: RunConfig, *, known_engine_args=None) -> None:
     errors += check_engine_arg_values(engine_args=engine_args, engine_axes=engine_axes)
     errors += check_workload_levels(workloads=workloads)
     errors += load_checks.check_load_shape(workloads=workloads)
+    errors += check_device_share(engines_per_gpu=config.cluster.engines_per_gpu, device=config.engine.device,
+                                 budgets=grid["gpu_memory_utilization"], tensor_parallel=config.engine.tensor_parallel_size,
+                                 keep_engines=config.execution.keep_engines, adaptive=bool(config.sweep.adaptive))
     if errors:
         raise PlanError("invalid sweep:\n  - " + "\n  - ".join(errors))
 

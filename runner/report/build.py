@@ -23,6 +23,7 @@ from runner.report.schedule_report import (acceptance_predictions, derived_sched
                                            schedule_recommendations)
 from runner.report.race_report import race_stops
 from runner.report.repeats import repeats_section
+from runner.report.shared_device import shared_device_section
 from runner.report.recommend import recommendation
 from runner.report.render import md_table, percent, section
 from runner.config.report import ReportSettings, parse_settings
@@ -284,7 +285,7 @@ def _draft_section(a: Analysis) -> str:
 def render_markdown(a: Analysis, *, plot_files: list[Path]) -> str:
     title = "# Sweep report: " + ", ".join(a.results.sources)
     names = [p.name for p in plot_files]
-    parts = [title, sections.answer_section(a), matrix_section(a), _sources_section(a), section("Verdict", md_table(a.verdict)),
+    parts = [title, shared_device_section(a.trials), sections.answer_section(a), matrix_section(a), _sources_section(a), section("Verdict", md_table(a.verdict)),
              _metrics_section(a),
              sections.recommendation_section(a), sections.slo_section(a),
              sections.pareto_section(a, [n for n in names if n.endswith("_pareto.png")]), sections.cost_section(a),

@@ -146,7 +146,8 @@ class ActorPool:
         s, policy = self.settings, self.policy
         # A pooled engine stays between turns like a resident one (a pooled CUDA engine sleeps in the pool).
         stays = policy.may_stay_resident(engine, s.resident) or self.keep
-        options = policy.actor_resources(width=policy.units_needed(engine), share=lane_share(stays))
+        options = policy.actor_resources(width=policy.units_needed(engine), share=lane_share(stays),
+                                         engines_per_gpu=s.engines_per_gpu)
         if bundle is not None:
             from runner.scheduling.cluster import scheduling_strategy
 

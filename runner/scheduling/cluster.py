@@ -45,19 +45,27 @@ def cluster_capacity(*, cluster, device: str, resources: Optional[dict] = None) 
             import ray
 
             resources = ray.cluster_resources()
-        units = int(resources.get("GPU", 0))
+        per_gpu = int(cluster.engines_per_gpu or 1)
+        units = max(int(resources.get("GPU", 0)), 1) * per_gpu
     else:
-        units = int(cluster.cpu_engine_slots or 1)
+        per_gpu, units = 1, int(cluster.cpu_engine_slots or 1)
     cap = int(cluster.max_parallel_engines or max(units, 1))
-    return Capacity(device_units=max(units, 1), max_parallel_engines=cap)
+    return Capacity(device_units=max(units, 1), max_parallel_engines=cap, engines_per_gpu=per_gpu)
+
+
+def lane_gpus(width: int, gpus_per_unit: float) -> float:
+    """A lane's bundle of GPUs: whole ones, or its share of one."""
+    return width if gpus_per_unit >= 1 else round(width * gpus_per_unit, 4)
 
 
 class LaneBundles:
-    """One bundle per lane: resident engines of a lane share its GPU(s), and no other lane's."""
+    """One bundle per lane: resident engines of a lane share its GPU(s), and no other lane's. `gpus_per_unit`: the
+    GPUs one device unit is (1/n with cluster.engines_per_gpu=n: n lanes pack onto one GPU)."""
 
-    def __init__(self):
+    def __init__(self, *, gpus_per_unit: float = 1.0):
         self.group = None
         self.detached = False
+        self.gpus_per_unit = gpus_per_unit
 
     def reserve(self, *, lanes: int, width: int, timeout_s: float, detached_name: Optional[str] = None) -> list[tuple]:
         """`detached_name`: the group outlives the command (pooled engines live in its bundles) under that name, and
@@ -65,7 +73,7 @@ class LaneBundles:
         import ray
         from ray.util.placement_group import get_placement_group, placement_group
 
-        bundles = [{"GPU": width, "CPU": 1} for _ in range(lanes)]
+        bundles = [{"GPU": lane_gpus(width, self.gpus_per_unit), "CPU": 1} for _ in range(lanes)]
         if detached_name:
             try:
                 self.group = get_placement_group(detached_name)

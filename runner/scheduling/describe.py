@@ -72,6 +72,11 @@ def describe_devices(plan: Plan, *, device: str, capacity: Optional[Capacity], d
             return [f"devices: cuda, {per}; as many engines side by side as the Ray cluster's GPUs allow "
                     f"(known once Ray starts)"]
         head = f"devices: {capacity.device_units} GPU(s), {per}"
+        if capacity.engines_per_gpu > 1:
+            n = capacity.engines_per_gpu
+            head = (f"devices: {capacity.device_units // n} GPU(s), {n} engines side by side on each "
+                    f"(cluster.engines_per_gpu={n}: one actor per 1/{n} GPU, engines not resident; their figures "
+                    f"share the GPU)")
     else:
         if capacity is None:
             capacity = Capacity(device_units=1, max_parallel_engines=1)
@@ -79,8 +84,9 @@ def describe_devices(plan: Plan, *, device: str, capacity: Optional[Capacity], d
     lanes = lane_count(plan, policy=policy, units=capacity.device_units, max_parallel=capacity.max_parallel_engines)
     lines = [f"{head}, at most {capacity.max_parallel_engines} engine(s) at a time: {lanes} lane(s) of "
              f"{lane_width(plan, policy=policy)} unit(s), longest group first"]
+    share = f" (1/{capacity.engines_per_gpu} GPU)" if policy.gpus_per_tp_rank and capacity.engines_per_gpu > 1 else ""
     for i, ids in enumerate(assign_lanes(plan, lanes=lanes, skip_trial_ids=done)):
-        lines.append(f"  lane {i}: {' -> '.join(ids) if ids else '(idle)'}")
+        lines.append(f"  lane {i}{share}: {' -> '.join(ids) if ids else '(idle)'}")
     steps = lane_steps(plan, policy=policy, units=capacity.device_units, max_parallel=capacity.max_parallel_engines,
                        seed=seed, skip_trial_ids=done)
     opening = {}

@@ -42,13 +42,14 @@ class DevicePolicy:
             return False
         return self.units_needed(engine) == 1 if self.residents_sleep else True
 
-    def actor_resources(self, *, width: int, share: int) -> dict:
-        """Ray options of one engine actor; several live on one slot, the scheduler keeps one busy at a time."""
+    def actor_resources(self, *, width: int, share: int, engines_per_gpu: int = 1) -> dict:
+        """Ray options of one engine actor; several live on one slot, the scheduler keeps one busy at a time.
+        `engines_per_gpu`: the slot is that share of one GPU (cluster.engines_per_gpu)."""
         if not self.gpus_per_tp_rank:
             return {"num_cpus": 0}  # the slot's cores are handed out by VLLM_CPU_OMP_THREADS_BIND; idle holds none
         if width > 1:  # Ray has no fraction of several GPUs: a TP group's actors take the whole group
             return {"num_gpus": width, "num_cpus": 0}
-        return {"num_gpus": round(1.0 / share, 4), "num_cpus": 0}
+        return {"num_gpus": round(1.0 / (share * max(1, engines_per_gpu)), 4), "num_cpus": 0}
 
 
 CPU = DevicePolicy(name="cpu", gpus_per_tp_rank=False, residents_sleep=False, preloads_beside=True,

@@ -43,12 +43,13 @@ class Scheduler:
         race = Race(plan=plan, enabled=settings.race, tie_band=settings.race_tie_band, seed=settings.order_seed,
                     converge=settings.converge)
         self.recorder = Recorder(keys=keys, sink=sink, race=race, on_trial=on_trial, on_engine=on_engine,
-                                 progress=progress, launched_at=launched_at)
+                                 progress=progress, launched_at=launched_at,
+                                 engines_on_device=settings.engines_per_gpu)
         self.machine = LaneMachine(plan=plan, model_cfg=model_cfg, settings=settings, pool=self.pool,
                                    recorder=self.recorder, race=race, deadline=Deadline(deadline_s=settings.deadline_s),
                                    progress=progress, before_engines=before_engines, carry=carry,
                                    clock=self.clock)
-        self.bundles = carry.bundles if carry is not None else LaneBundles()
+        self.bundles = carry.bundles if carry is not None else LaneBundles(gpus_per_unit=1.0 / settings.engines_per_gpu)
 
     def run(self, *, skip_trial_ids: set[str]) -> None:
         import ray

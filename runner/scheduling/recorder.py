@@ -46,8 +46,10 @@ def signals_deferred():
 
 class Recorder:
     def __init__(self, *, keys: RunKeys, sink: ResultSink, race: Race, on_trial: Optional[Callable] = None,
-                 on_engine: Optional[Callable] = None, progress=None, launched_at: Optional[float] = None):
+                 on_engine: Optional[Callable] = None, progress=None, launched_at: Optional[float] = None,
+                 engines_on_device: int = 1):
         self.keys, self.sink, self.race, self.progress = keys, sink, race, progress
+        self.engines_on_device = engines_on_device  # on every trial and engine row (cluster.engines_per_gpu)
         self.on_trial = on_trial or (lambda *a, **k: None)
         self.on_engine = on_engine or (lambda *a, **k: None)
         # The command's process start (epoch): the timeline's first span ends when the first actor call goes out.
@@ -82,7 +84,8 @@ class Recorder:
 
     def engine_record(self, engine: EngineConfig, **columns) -> EngineRecord:
         return EngineRecord(**dataclasses.asdict(engine.settings), sweep=self.keys.sweep,
-                            run_id=self.keys.run_id, engine_id=engine.engine_id, **columns)
+                            run_id=self.keys.run_id, engine_id=engine.engine_id,
+                            engines_on_device=self.engines_on_device, **columns)
 
     def write_engine(self, record: EngineRecord) -> None:
         with signals_deferred():
@@ -97,10 +100,13 @@ class Recorder:
     def trial(self, record: TrialRecord, requests: list, *, trial: Trial, first_run=None) -> None:
         """`first_run` (runner.execution.results.TrialResult): the trial's first of two runs (the first trial after a
         load or a pool wake), written before the trial."""
-        record = dataclasses.replace(record, round=trial.repeat, position=self.position)
+        record = dataclasses.replace(record, round=trial.repeat, position=self.position,
+                                     engines_on_device=self.engines_on_device)
         with signals_deferred():
             if first_run is not None:
-                self.sink.write_first_run(dataclasses.replace(first_run.trial, round=trial.repeat), first_run.requests)
+                self.sink.write_first_run(dataclasses.replace(first_run.trial, round=trial.repeat,
+                                                              engines_on_device=self.engines_on_device),
+                                          first_run.requests)
             self.sink.write_trial(record, requests)
         self.position += 1
         if record.status == TrialStatus.OK and record.duration_s is not None:

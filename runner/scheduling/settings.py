@@ -17,8 +17,9 @@ CARRIED_ENV = ("VLLM_USE_FLASHINFER_SAMPLER", "RUNNER_CACHE_DIR", "PYTHONPATH", 
 
 @dataclass(frozen=True, kw_only=True)
 class Capacity:
-    device_units: int  # GPUs on cuda, engine slots on CPU
+    device_units: int  # GPUs on cuda (× engines_per_gpu: a unit is that share of one), engine slots on CPU
     max_parallel_engines: int
+    engines_per_gpu: int = 1  # cluster.engines_per_gpu on cuda; 1 on CPU
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -48,6 +49,7 @@ class ExecutionSettings:
     keep_engines: bool  # engines outlive the command, in the pool `pool` (runner.scheduling.engine_pool)
     pool: str
     pool_ttl_s: float  # a pooled engine idle this long ends itself
+    engines_per_gpu: int = 1  # engines side by side on one GPU, each in a lane of its own (cluster.engines_per_gpu)
 
     @property
     def policy(self) -> DevicePolicy:
@@ -56,20 +58,22 @@ class ExecutionSettings:
     @classmethod
     def of(cls, config: RunConfig, *, capacity: Capacity) -> "ExecutionSettings":
         execution, sweep = config.execution, config.sweep
+        # Engines sharing a GPU do not stay resident: another engine asleep there would need a share of its own.
+        resident = Residency.OFF if capacity.engines_per_gpu > 1 else execution.resident
         return cls(device=config.engine.device, max_parallel_engines=capacity.max_parallel_engines,
                    device_units=capacity.device_units, cpus_per_engine=float(config.cluster.cpus_per_engine),
                    env=execution_env(config.engine), trial_timeout_s=float(execution.trial_timeout_s),
                    start_timeout_s=float(execution.start_timeout_s), max_trial_retries=execution.max_trial_retries,
                    slo=config.slo, warmup=policy_for(config.engine.device).warmup(execution.warmup),
                    warmup_output_cap=execution.warmup_output_cap,
-                   first_trial_twice=bool(execution.first_trial_twice), resident=execution.resident,
+                   first_trial_twice=bool(execution.first_trial_twice), resident=resident,
                    deadline_s=execution.deadline_s, order_seed=execution.order_seed,
                    shutdown_timeout_s=float(execution.shutdown_timeout_s), race=sweep.race,
                    race_tie_band=float(sweep.race_tie_band), converge=bool(sweep.converge),
                    cpu_kv_gib=float(config.engine.cpu_kvcache_space_gib or 1), engine_start=execution.engine_start,
                    sleep_pin_ahead=bool(execution.sleep_pin_ahead), keep_engines=bool(execution.keep_engines),
                    pool=execution.pool,
-                   pool_ttl_s=float(execution.pool_ttl_s))
+                   pool_ttl_s=float(execution.pool_ttl_s), engines_per_gpu=capacity.engines_per_gpu)
 
 
 def execution_env(engine: EngineSection, environ: Optional[dict] = None) -> dict[str, str]:
