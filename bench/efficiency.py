@@ -7,7 +7,8 @@ decode 128 in / 64 out, 4 requests per session (c=1: 4 requests, c=4: 16), the
 embedded model, eager, max_model_len=1024, max_num_seqs=32, prefix caching on
 (reset between trials on both sides). The arms alternate per repeat.
 
-  runner: `python -m runner ...` (one engine load per configuration, trials on it)
+  runner: `python -m runner sweep=quick ...` (one engine load per configuration, trials on it; the overrides
+          apply over the quick sweep, not the demo, whose explicit arms and second workload would replace the grid)
   vLLM:   `vllm bench sweep serve --serve-cmd "vllm serve ..." --bench-cmd "vllm bench serve ..."
            --serve-params <3 configs> --bench-params <2 concurrencies> --num-runs 1`
 
@@ -90,7 +91,26 @@ def arm_runner(*, model, out: Path, rep: int, sweep: str = "efficiency", overrid
                                               overrides=overrides or runner_overrides(model)),
                             log=out / f"runner-{sweep}-{run}.log")
     data = common.read_run(out / "runner" / sweep / run)
-    return runner_timeline(data=data, started_at=ran.started_at, wall_s=ran.wall_s)
+    timeline = runner_timeline(data=data, started_at=ran.started_at, wall_s=ran.wall_s)
+    return {**timeline, "worker_start_s_each": worker_starts(out / "runner" / sweep / run / "logs")}
+
+
+_LOG_TIME = re.compile(r"^\((\w[\w-]*) pid=\d+\) \w+ [\d-]+ (\d\d):(\d\d):(\d\d) ")
+
+
+def worker_starts(log_dir: Path) -> list[int]:
+    """Seconds (whole: vLLM's log stamps) from each engine core's first line to its worker's first line: the
+    worker's spawn and its cold import of torch and vLLM, which vLLM's CPU platform does for every load."""
+    out = []
+    for log in sorted(log_dir.glob("*.log")):
+        first: dict[str, int] = {}
+        for line in log.read_text(errors="replace").splitlines():
+            m = _LOG_TIME.match(line)
+            if m:
+                first.setdefault(m.group(1), int(m.group(2)) * 3600 + int(m.group(3)) * 60 + int(m.group(4)))
+        if "EngineCore" in first and "VllmWorker-0" in first:
+            out.append((first["VllmWorker-0"] - first["EngineCore"]) % 86400)
+    return out
 
 
 def sweep_files(*, model, out: Path) -> tuple[Path, Path]:
@@ -150,6 +170,9 @@ def report(results: dict) -> None:
               f"{(x['idle_outside_loads_s'] + x.get('prepare_s', 0)) / x['wall_s']:.1%} "
               f"(before the first engine call {x['before_first_load_s']:.1f} s, after last trial "
               f"{x['after_last_trial_s']:.1f} s, between {x['idle_outside_loads_s'] - x['before_first_load_s'] - x['after_last_trial_s']:.1f} s)")
+        if x.get("worker_start_s_each"):
+            print(f"runner loads: of each, the worker's spawn and cold import (engine core's first log line -> "
+                  f"worker's) {x['worker_start_s_each']} s")
     for x in v:
         print(f"vllm sweep: engine init (profile, KV, warm-up) per server {x['init_engine_s']}")
 
