@@ -49,7 +49,7 @@ class ExecutionSettings:
     keep_engines: bool  # engines outlive the command, in the pool `pool` (runner.scheduling.engine_pool)
     pool: str
     pool_ttl_s: float  # a pooled engine idle this long ends itself
-    engines_per_gpu: int = 1  # engines side by side on one GPU, each in a lane of its own (cluster.engines_per_gpu)
+    engines_per_gpu: int  # engines side by side on one GPU, each in a lane of its own (cluster.engines_per_gpu)
 
     @property
     def policy(self) -> DevicePolicy:
