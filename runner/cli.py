@@ -1,4 +1,4 @@
-"""`vllm-sweep` / `python -m runner`: the subcommands' dispatch (a sweep by default, `pool`)."""
+"""`vllm-sweep` / `python -m runner`: the subcommands' dispatch (a sweep by default, `pool`, `report`, `--help`)."""
 from __future__ import annotations
 
 import sys
@@ -30,6 +30,11 @@ def console_main() -> None:
         from runner.report.__main__ import main as report_main
 
         sys.exit(report_main(argv[1:]))
+    from runner.command.help import help_text, wants_help
+
+    if wants_help(argv):  # ours, not Hydra's config dump (--hydra-help is Hydra's)
+        print(help_text(CONF_DIR))
+        return
     if any(arg.startswith("-") for arg in argv):
         main()
         return

@@ -274,6 +274,7 @@ class SweepSection:
     """conf/sweep/*.yaml (with conf/sweep_defaults.yaml): what to run."""
 
     name: str  # results go to <output_root>/<name>/<run>
+    description: str = ""  # one line: what the study answers (`vllm-sweep --help` lists it)
     grid: GridSection = field(default_factory=GridSection)
     # Explicit engine arms instead of the grid's full product (null: the product).
     arms: Optional[list[ArmSection]] = field(default=None, metadata=_fix(
