@@ -33,7 +33,7 @@ def console_main() -> None:
     from runner.command.help import help_text, wants_help
 
     if wants_help(argv):  # ours, not Hydra's config dump (--hydra-help is Hydra's)
-        print(help_text(CONF_DIR))
+        print(help_text())
         return
     if any(arg.startswith("-") for arg in argv):
         main()

@@ -2,13 +2,11 @@
 read from the config folder itself (so a new group option or study shows without an edit here)."""
 from __future__ import annotations
 
-from importlib import resources
-from pathlib import Path
 from typing import Iterable
 
 import yaml
 
-PKG = "pkg://"
+from runner.config.store import conf_root
 
 PURPOSE = """\
 vllm-sweep: runs vLLM engine configurations (speculative decoding, prefix caching, any engine argument)
@@ -49,13 +47,6 @@ more: run=<name> starts a fresh run (the same name resumes; a changed config is 
   "sweep.engine_axes={kv_cache_dtype:[auto,fp8]}" (any vLLM engine argument); README.md has the rest.
   Hydra's own flags work as ever: --cfg job (the composed config), --info, -m/--multirun, --config-dir DIR,
   --hydra-help."""
-
-
-def conf_root(conf_dir: str):
-    """conf/ as a traversable folder: the package runner.conf (installed or editable) or a plain folder."""
-    if conf_dir.startswith(PKG):
-        return resources.files(conf_dir[len(PKG):])
-    return Path(conf_dir)
 
 
 def _options(folder) -> list[str]:
@@ -110,8 +101,8 @@ def _study_lines(root) -> list[str]:
     return [f"  {e.name[:-len('.yaml')]:<{width}}  {study_purpose(e.read_text())}" for e in entries]
 
 
-def help_text(conf_dir: str) -> str:
-    root = conf_root(conf_dir)
+def help_text() -> str:
+    root = conf_root()
     return "\n".join([
         PURPOSE, "", USAGE, "", EXAMPLES, "",
         "config groups (GROUP=OPTION; the default first):", *_group_lines(root), "",

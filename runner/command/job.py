@@ -1,4 +1,5 @@
-"""The sweep as a Hydra job: its run folder checked, held by this command alone, then the sweep run in it."""
+"""The sweep as a Hydra job: its run folder checked, held by this command alone, its config the one of the
+folder's results (or no results yet), then the sweep run in it."""
 from __future__ import annotations
 
 import sys
@@ -32,7 +33,22 @@ def open_run_folder(cfg: DictConfig) -> Iterator[RunConfig]:
         raise ConfigError(f"the run folder {run_dir} cannot be written: {reason} "
                           f"(fix: output_root=<a folder you can write>, or run=<another name>)")
     with hold_run_folder(run_dir, say=lambda line: print(line, file=sys.stderr, flush=True)):
+        refuse_changed_config(cfg, run_dir=run_dir)
         yield config
+
+
+def refuse_changed_config(cfg: DictConfig, *, run_dir: Path) -> None:
+    """RunFolderConfigChanged (a ConfigError naming the keys and the fix) where the folder's results were run with
+    another config: compared as config.yaml holds it, resolved with the sweep's preset applied."""
+    from runner.config.presets import apply_preset
+    from runner.config.resume import check_same_config
+    from runner.sinks.run_folder import saved_config
+
+    new = apply_preset(cfg).copy()
+    OmegaConf.set_struct(new, False)
+    new.pop("hydra", None)
+    check_same_config(run_dir=run_dir, run=str(cfg.get("run")), old=saved_config(run_dir),
+                      new=OmegaConf.to_container(new, resolve=True))
 
 
 def task(cfg: DictConfig, config: Optional[RunConfig] = None) -> None:
@@ -48,8 +64,9 @@ def task(cfg: DictConfig, config: Optional[RunConfig] = None) -> None:
 
         try:
             with hold_run_folder(run_dir, say=lambda line: print(line, file=sys.stderr, flush=True)):
+                refuse_changed_config(cfg, run_dir=run_dir)
                 code = run_sweep(cfg, run_dir=run_dir)
-        except RunFolderBusy as exc:
+        except (RunFolderBusy, ConfigError) as exc:
             print(f"error: {exc}", file=sys.stderr)
             code = 2
     if code:

@@ -79,6 +79,13 @@ def _first_bad_override(overrides: list[str], *, config_dir: str,
         return override, _unknown_key_message(key.group(1), override=override or key.group(1),
                                               base=_safe_compose(others, config_dir=config_dir,
                                                                  config_name=config_name))
+    present = re.search(r"Could not append to config\. An item is already at '([^']+)'", text)
+    if present:  # `+key=value` adds a key: one the config declares is set as it is
+        override = next((o for o in overrides if o.startswith("+") and not o.startswith("++")
+                         and o[1:].split("=", 1)[0] == present.group(1)), None)
+        if override:
+            return override, (f"{present.group(1)} is already in the config: `+` adds only a key that is not "
+                              f"(fix: {override[1:]})")
     group = re.search(r"Could not (?:load|find) '([^']+)/([^']+)'", text)
     if group:
         name, option = group.group(1), group.group(2)
@@ -121,6 +128,10 @@ def _unknown_key_message(key: str, *, override: str, base) -> str:
     from omegaconf import DictConfig
 
     parts = key.split(".")
+    if parts[0] == "workload" and len(parts) == 3 and isinstance(base, DictConfig):
+        message = _workload_key_message(parts[1], parts[2], override=override, selected=base.get("workload"))
+        if message:
+            return message
     node = base
     for i, part in enumerate(parts):
         if i and (node is None or isinstance(node, DictConfig) and not len(node)) and "=" in override:
@@ -143,6 +154,39 @@ def _unknown_key_message(key: str, *, override: str, base) -> str:
                     f"{', '.join(map(str, valid))} (fix: one of those, or +{key}={value} to add a new key)")
         node = node[part]
     return f"cannot override {key!r} (fix: check {override})"
+
+
+# Keys of a workload's block that are not its parameters: the grid's concurrency and repeats, replaced for it.
+WORKLOAD_LEVEL_KEYS = ("api", "concurrency", "repeats")
+
+
+def _workload_key_message(name: str, param: str, *, override: str, selected) -> Optional[str]:
+    """`workload.<name>.<param>=...` that Hydra refused: a workload the sweep does not select, a parameter its
+    YAML does not declare (`+` adds it), or a misspelt one; None where the workload is unknown."""
+    import difflib
+
+    from runner.measurement.workloads import WORKLOADS
+
+    if name not in WORKLOADS:
+        return None
+    value = override.split("=", 1)[1] if "=" in override else "..."
+    chosen = list(selected.keys()) if selected is not None else []
+    if name not in chosen:
+        return (f"workload {name!r} is not selected (workload: {', '.join(map(str, chosen)) or 'none'}) "
+                f"(fix: workload=[{','.join(map(str, chosen + [name]))}] {override.lstrip('+')})")
+    import dataclasses
+
+    valid = sorted({f.name for f in dataclasses.fields(WORKLOADS[name].params_type)} | set(WORKLOAD_LEVEL_KEYS))
+    if param in valid:
+        return (f"workload.{name}.{param} is not in conf/workload/{name}.yaml, so `+` adds it "
+                f"(fix: +workload.{name}.{param}={value})")
+    close = difflib.get_close_matches(param, valid, n=1, cutoff=0.6)
+    if close:
+        plus = "" if close[0] in selected[name] else "+"
+        return (f"workload {name!r} has no parameter {param!r}; did you mean {close[0]!r}? "
+                f"(fix: {plus}workload.{name}.{close[0]}={value})")
+    return (f"workload {name!r} has no parameter {param!r}; valid: {', '.join(valid)} "
+            f"(fix: remove {override})")
 
 
 def _group_options(config_dir: str, group: str) -> list[str]:

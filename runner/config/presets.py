@@ -44,12 +44,22 @@ def apply_preset(cfg: DictConfig) -> DictConfig:
 def command_line_keys(cfg: DictConfig) -> list[str]:
     """The config keys the command line set (group choices and deletions aside), from Hydra's record of it."""
     task = OmegaConf.select(cfg, "hydra.overrides.task", default=None)
+    if task is None:  # a job's own config (Hydra takes its node out): the running job's record
+        task = _running_job_overrides()
     if not task:
         return []
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     parsed = OverridesParser.create().parse_overrides([str(o) for o in task])
     return [o.key_or_group for o in parsed if not o.is_delete() and "." in o.key_or_group]
+
+
+def _running_job_overrides() -> list:
+    from hydra.core.hydra_config import HydraConfig
+
+    if not HydraConfig.initialized():
+        return []
+    return list(HydraConfig.get().overrides.task or [])
 
 
 def _sets(overlay, parts: list[str]) -> bool:

@@ -38,6 +38,15 @@ def config_search_path() -> str:
 
 CONF_DIR = config_search_path()  # hydra.main's config_path, and what compose() initializes Hydra with
 
+
+def conf_root():
+    """conf/ as a readable folder: the package runner.conf (installed or editable), or the checkout's conf/."""
+    if CONF_DIR.startswith(PKG):
+        from importlib import resources
+
+        return resources.files(CONF_DIR[len(PKG):])
+    return Path(CONF_DIR)
+
 register_schema()
 
 

@@ -8,6 +8,7 @@ from typing import Iterable, Optional
 
 from runner.config.checks import _is_int
 from runner.config.sections import ENGINE_AXES, TRIAL_AXES, ModelSection, RunConfig, SweepSection
+from runner.config.workload_keys import workload_override
 from runner.plan import load_checks
 from runner.plan.device_share import check_device_share
 from runner.plan.grid import PlanError
@@ -55,7 +56,7 @@ def check_workloads(*, workloads: dict, grid: dict) -> list[str]:
         api = raw.get("api", "async")
         if api not in cls.apis:
             errors.append(f"workload {name!r} cannot use api={api!r}; valid: {', '.join(cls.apis)} "
-                          f"(fix: workload.{name}.api={cls.apis[0]})")
+                          f"(fix: {workload_override(name, 'api', cls.apis[0])})")
         for key in ("api", "concurrency", "repeats"):
             raw.pop(key, None)
         try:
@@ -82,8 +83,8 @@ def check_workloads(*, workloads: dict, grid: dict) -> list[str]:
 def _workload_fix(name: str, error: str) -> str:
     key = error.split("=")[0]
     if key == "prompt_file" and ": line " in error:
-        return f"repair that line, or workload.{name}.prompt_file=<another JSONL file>"
-    return f"workload.{name}.{key}=<a valid value>"
+        return f"repair that line, or {workload_override(name, 'prompt_file', '<another JSONL file>')}"
+    return workload_override(name, key, "<a valid value>")
 
 
 def engine_arg_spec():
@@ -342,12 +343,13 @@ def check_workload_levels(*, workloads: dict) -> list[str]:
         if "concurrency" in raw:
             levels = _values(raw, "concurrency")
             if not levels:
-                errors.append(f"workload {name!r}: concurrency has no values (fix: workload.{name}.concurrency=[1,4])")
+                errors.append(f"workload {name!r}: concurrency has no values "
+                              f"(fix: {workload_override(name, 'concurrency', '[1,4]')})")
             for c in levels:
                 if not _is_int(c) or c < 1:
                     errors.append(f"workload {name!r}: concurrency={c!r} must be an integer ≥ 1 "
-                                  f"(fix: workload.{name}.concurrency=[1,4])")
+                                  f"(fix: {workload_override(name, 'concurrency', '[1,4]')})")
         if "repeats" in raw and (not _is_int(raw["repeats"]) or raw["repeats"] < 1):
             errors.append(f"workload {name!r}: repeats={raw['repeats']!r} must be an integer ≥ 1 "
-                          f"(fix: workload.{name}.repeats=1)")
+                          f"(fix: {workload_override(name, 'repeats', '1')})")
     return errors

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Callable, Iterator, Optional
 
 LOCK_NAME = ".run.lock"
+CONFIG_NAME = "config.yaml"  # the config the folder's results were run with (written as a sweep starts)
 
 
 def unwritable_reason(folder: Path) -> Optional[str]:
@@ -35,6 +36,17 @@ def unwritable_reason(folder: Path) -> Optional[str]:
     except OSError as exc:
         return exc.strerror or type(exc).__name__
     return None
+
+
+def saved_config(run_dir: Path) -> Optional[dict]:
+    """The config the folder's results were run with, as written (None: no config.yaml, or no results yet, so
+    nothing a changed config could mix with)."""
+    path = Path(run_dir) / CONFIG_NAME
+    if not path.is_file() or not any(Path(run_dir).rglob("*.parquet")):
+        return None
+    from omegaconf import OmegaConf
+
+    return OmegaConf.to_container(OmegaConf.load(path), resolve=False)
 
 
 @dataclass(frozen=True, kw_only=True)

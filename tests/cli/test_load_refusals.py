@@ -28,8 +28,8 @@ def trace(tmp_path, name, timestamps) -> Path:
 
 def test_bad_rate_unsorted_trace_and_a_misdeclared_prompt_file_are_refused_at_once(tmp_path):
     unsorted = trace(tmp_path, "unsorted.jsonl", [0, 40, 30])
-    err = refuse(tmp_path, "workload=[decode,trace,prompt_set]", "+workload.decode.arrival=poisson",
-                 "+workload.decode.request_rate=[2,0]", f"workload.trace.trace_file={unsorted}",
+    err = refuse(tmp_path, "workload=[decode,trace,prompt_set]", "workload.decode.arrival=poisson",
+                 "workload.decode.request_rate=[2,0]", f"workload.trace.trace_file={unsorted}",
                  f"workload.prompt_set.prompt_file={QUESTIONS}", "workload.prompt_set.prompt_format=sharegpt")
     assert "request_rate=0 must be > 0 req/s" in err and "fix: workload.decode.request_rate=" in err
     assert "unsorted.jsonl line 3: timestamp 30 is before line 2's 40" in err
@@ -40,8 +40,8 @@ def test_bad_rate_unsorted_trace_and_a_misdeclared_prompt_file_are_refused_at_on
 
 def test_a_mix_naming_a_missing_category_a_negative_timestamp_and_offline_arrivals_are_refused(tmp_path):
     negative = trace(tmp_path, "negative.jsonl", [-5, 0])
-    err = refuse(tmp_path, "workload=[decode,trace,prompt_set]", "+workload.decode.arrival=gamma",
-                 "+workload.decode.request_rate=inf", "workload.decode.api=offline",
+    err = refuse(tmp_path, "workload=[decode,trace,prompt_set]", "workload.decode.arrival=gamma",
+                 "workload.decode.request_rate=inf", "workload.decode.api=offline",
                  f"workload.trace.trace_file={negative}", f"workload.prompt_set.prompt_file={QUESTIONS}",
                  "workload.prompt_set.prompt_format=mt_bench", "workload.prompt_set.mix={code:1,maths:2}")
     assert "names category 'maths', which the prompt file lacks; it has: code, prose, counting" in err

@@ -24,7 +24,7 @@ def search(tmp_path_factory):
         "run=rates", "sweep.name=rates", "tracking=none", "sweep.adaptive=rate_search",
         f"sweep.rate_search.max_stages={MAX_STAGES}", "sweep.grid.spec_method=[off]", "sweep.grid.concurrency=[1]",
         "sweep.grid.max_model_len=[256]", "workload.decode.input_len=32", "workload.decode.output_len=8",
-        "+workload.decode.arrival=poisson", "+workload.decode.request_rate=inf", "+workload.decode.num_requests=24",
+        "workload.decode.arrival=poisson", "workload.decode.request_rate=inf", "workload.decode.num_requests=24",
         f"slo.ttft={TARGET_MS}", output_root=out)
     run_dir = out / "rates" / "rates"
     return proc.stdout, read_frame(run_dir, "trials"), (run_dir / "report.md").read_text()

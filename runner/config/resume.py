@@ -1,0 +1,145 @@
+"""One config per run folder: a command whose config differs from the one the folder's results were run with
+(its config.yaml) is refused before any engine starts, naming each key that differs and the fix (`run=<new
+name>`), so that two configs never mix silently in one report. Pure.
+
+The configs compared are like for like: both resolved, the sweep's preset applied (what config.yaml holds).
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import typing
+from typing import Any, Optional
+
+from runner.config.checks import ConfigError
+from runner.config.workload_keys import without_declared_defaults
+
+# Keys that may change when a run resumes: where results go and how the command is watched, stopped, retried,
+# exported and reported, and where Ray runs. None of them changes what a finished trial measured or what the
+# next one will. (report.slo, the older name of `slo`, is compared: it sets the goodput the trials record.)
+RESUMABLE = (
+    "run", "output_root", "dry_run", "retry_failed", "tracking", "report", "cluster.address",
+    "execution.deadline_s", "execution.trial_timeout_s", "execution.start_timeout_s",
+    "execution.max_trial_retries", "execution.shutdown_timeout_s", "execution.keep_engines", "execution.pool",
+    "execution.pool_ttl_s",
+    # The study's question and description are the report's; a preset is compared by what it set.
+    "sweep.question", "sweep.description", "sweep.preset", "sweep.presets",
+)
+COMPARED_INSIDE_RESUMABLE = ("report.slo",)
+
+_UNKNOWN = object()
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Change:
+    key: str
+    old: Any
+    new: Any
+
+    def describe(self) -> str:
+        return f"{self.key}: {_text(self.old)} → {_text(self.new)}"
+
+
+def _text(value) -> str:
+    if value is _UNKNOWN:
+        return "(not set)"
+    return json.dumps(value, default=str, separators=(", ", ": "))
+
+
+def _under(key: str, prefixes) -> bool:
+    return any(key == p or key.startswith(p + ".") for p in prefixes)
+
+
+def resumable(key: str) -> bool:
+    return _under(key, RESUMABLE) and not _under(key, COMPARED_INSIDE_RESUMABLE)
+
+
+def flatten(node, prefix: str = "") -> dict[str, Any]:
+    """Dotted key → value; lists stay whole (an axis is one value), an empty dict is a value."""
+    if not isinstance(node, dict) or (prefix and not node):
+        return {prefix: node}
+    out = {}
+    for key, value in node.items():
+        out.update(flatten(value, f"{prefix}.{key}" if prefix else str(key)))
+    return out
+
+
+def _normalized(config: dict) -> dict[str, Any]:
+    config = dict(config)
+    config.pop("hydra", None)
+    workloads = config.get("workload")
+    if isinstance(workloads, dict):
+        config["workload"] = {name: without_declared_defaults(name, dict(params or {}))
+                              if isinstance(params, dict) else params for name, params in workloads.items()}
+    return {k: v for k, v in flatten(config).items() if not resumable(k)}
+
+
+def schema_default(key: str):
+    """The value the schema (runner.config.sections) gives `key` when a config leaves it out (_UNKNOWN: none,
+    e.g. a key inside an open mapping such as engine.args or workload)."""
+    from runner.config.sections import RunConfig
+
+    cls: Any = RunConfig
+    parts = key.split(".")
+    for i, part in enumerate(parts):
+        if not dataclasses.is_dataclass(cls):
+            return _UNKNOWN
+        found = {f.name: f for f in dataclasses.fields(cls)}.get(part)
+        if found is None:
+            return _UNKNOWN
+        if i == len(parts) - 1:
+            if found.default is not dataclasses.MISSING:
+                return found.default
+            if found.default_factory is not dataclasses.MISSING:
+                return found.default_factory()
+            return _UNKNOWN
+        hint = typing.get_type_hints(cls)[part]
+        args = [a for a in typing.get_args(hint) if a is not type(None)]
+        cls = args[0] if typing.get_origin(hint) is typing.Union and len(args) == 1 else hint
+    return _UNKNOWN
+
+
+def _one_sided_same(value, key: str) -> bool:
+    """A key only one config has (a field added to the schema since, or a null left out) is no change where its
+    value is what the other config meant by leaving it out."""
+    if value is None:
+        return True
+    default = schema_default(key)
+    if dataclasses.is_dataclass(default):
+        return False
+    return default is not _UNKNOWN and default == value
+
+
+def config_changes(old: dict, new: dict) -> list[Change]:
+    """The keys (outside RESUMABLE) whose values differ between two resolved configs, old → new."""
+    a, b = _normalized(old), _normalized(new)
+    changes = []
+    for key in sorted(set(a) | set(b)):
+        if key in a and key in b:
+            if a[key] != b[key] or isinstance(a[key], bool) != isinstance(b[key], bool):
+                changes.append(Change(key=key, old=a[key], new=b[key]))
+        elif key in a and not _one_sided_same(a[key], key):
+            changes.append(Change(key=key, old=a[key], new=_UNKNOWN))
+        elif key in b and not _one_sided_same(b[key], key):
+            changes.append(Change(key=key, old=_UNKNOWN, new=b[key]))
+    return changes
+
+
+class RunFolderConfigChanged(ConfigError):
+    """The run folder holds results of another config."""
+
+
+def check_same_config(*, run_dir, run: str, old: Optional[dict], new: dict) -> None:
+    """RunFolderConfigChanged where the folder's results were run with another config (old: its config.yaml;
+    None: the folder has none, or no results)."""
+    if old is None:
+        return
+    changes = config_changes(old, new)
+    if not changes:
+        return
+    shown = [c.describe() for c in changes[:12]] + ([f"… and {len(changes) - 12} more"] if len(changes) > 12 else [])
+    raise RunFolderConfigChanged(
+        f"run folder {run_dir} holds results of another config; this command changes "
+        f"{len(changes)} key(s), old → new:\n  " + "\n  ".join(shown) +
+        f"\n(fix: run=<new name> for a separate run, e.g. run={run}-2; or the earlier values to resume this one. "
+        f"What may change on resume: {', '.join(RESUMABLE[:11])}, …)")
