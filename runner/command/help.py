@@ -6,7 +6,7 @@ from typing import Iterable
 
 import yaml
 
-from runner.config.store import conf_root
+from runner.config.location import conf_root
 
 PURPOSE = """\
 vllm-sweep: runs vLLM engine configurations (speculative decoding, prefix caching, any engine argument)

@@ -9,8 +9,9 @@ import re
 import typing
 from typing import Optional
 
+from runner.config.location import PKG
+
 SCHEMA_NAME = "config_schema"
-PKG = "pkg://"
 
 
 def register_schema() -> None:

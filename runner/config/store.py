@@ -8,44 +8,16 @@ bad override with its fix.
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
-from pathlib import Path
 from typing import Any, Callable, ContextManager, Optional
 
 from omegaconf import DictConfig, OmegaConf
 
-from runner.config.overrides import PKG, SCHEMA_NAME, check_overrides, initialize_hydra, register_schema
+from runner.config.location import CONF_DIR, CONF_PACKAGE, config_search_path  # noqa: F401 (their old home)
+from runner.config.overrides import SCHEMA_NAME, check_overrides, initialize_hydra, register_schema
 from runner.config.checks import ConfigError
 from runner.config.sections import RunConfig
 
-CONF_PACKAGE = "runner.conf"
 CONFIG_NAME = "config"
-
-
-def config_search_path() -> str:
-    """Where Hydra reads conf/: the package runner.conf (`pkg://runner.conf`; pyproject.toml maps conf/ and
-    sweeps/ into it), in a wheel or, through the editable install, in the checkout. A checkout that is not
-    installed (runner imported from the source tree only) reads conf/ beside runner/ directly."""
-    try:
-        installed = importlib.util.find_spec(CONF_PACKAGE) is not None
-    except (ImportError, ValueError):
-        installed = False
-    source = Path(__file__).resolve().parents[2] / "conf"
-    if not installed and (source / "config.yaml").is_file():
-        return str(source)
-    return PKG + CONF_PACKAGE
-
-
-CONF_DIR = config_search_path()  # hydra.main's config_path, and what compose() initializes Hydra with
-
-
-def conf_root():
-    """conf/ as a readable folder: the package runner.conf (installed or editable), or the checkout's conf/."""
-    if CONF_DIR.startswith(PKG):
-        from importlib import resources
-
-        return resources.files(CONF_DIR[len(PKG):])
-    return Path(CONF_DIR)
 
 register_schema()
 

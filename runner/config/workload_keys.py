@@ -30,7 +30,7 @@ def without_declared_defaults(name: str, params: dict) -> dict:
 @functools.lru_cache(maxsize=None)
 def declared_keys(name: str) -> frozenset[str]:
     """The keys conf/workload/<name>.yaml declares (set as `workload.<name>.<key>=v`; others take `+`)."""
-    from runner.config.store import conf_root
+    from runner.config.location import conf_root
 
     try:
         text = conf_root().joinpath("workload", f"{name}.yaml").read_text()

@@ -39,7 +39,7 @@ MALFORMED = [  # the config's own values, overrides, the model's limits
     (["sweep.repeats=0"], "sweep.repeats=0 must be an integer ≥ 1", "fix: sweep.repeats=1"),
     (["model=nope"], "unknown model option 'nope'; valid: hf, mimo_7b_dummy, tiny_mtp", "fix: model="),
     (["sweep.grid.concurrency=[1"], "cannot parse override 'sweep.grid.concurrency=[1'", "fix: key=value"),
-    (["+workload.decode.concurrency=[0]"], "concurrency=0 must be an integer ≥ 1", "fix: workload.decode.concurrency="),
+    (["+workload.decode.concurrency=[0]"], "concurrency=0 must be an integer ≥ 1", "fix: ++workload.decode.concurrency="),
 ]
 
 REFUSED = [  # engine arguments by vLLM's rules, keys the runner owns, sweep keys
@@ -134,11 +134,11 @@ INPUTS = [
      "model.tokenizer='{inputs}/missing_tokenizer' does not exist", "fix: model.tokenizer="),
     # prompt files, read whole: the first bad line by its number
     (["++workload.decode.prompt_source=jsonl", "++workload.decode.prompt_file={inputs}/not_json.jsonl"],
-     "not_json.jsonl': line 3 is not JSON", "fix: repair that line, or workload.decode.prompt_file="),
+     "not_json.jsonl': line 3 is not JSON", "fix: repair that line, or ++workload.decode.prompt_file="),
     (["++workload.decode.prompt_source=jsonl", "++workload.decode.prompt_file={inputs}/no_prompt.jsonl"],
      "no_prompt.jsonl': line 2: expected a string or an object with a 'prompt'", "workload.decode.prompt_file="),
     (["++workload.decode.prompt_source=jsonl", "++workload.decode.prompt_file={inputs}/empty.jsonl"],
-     "empty.jsonl': holds no prompts", "fix: workload.decode.prompt_file="),
+     "empty.jsonl': holds no prompts", "fix: ++workload.decode.prompt_file="),
     # names that become paths
     (["run=../../../tmp/escape"], "run='../../../tmp/escape' must be a plain name", "fix: run=tmp-escape"),
     (["run=.."], "run='..' must be a plain name", "fix: run=run-1"),

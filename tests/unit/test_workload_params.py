@@ -63,7 +63,7 @@ def test_validation_names_the_fix():
     errors = check_workloads(workloads={"shared_prefix": {"prompt_source": "web"}}, grid={})
     assert any("prompt_source='web'" in e for e in errors)
     errors = check_workloads(workloads={"multi_turn": {"api": "offline"}}, grid={})
-    assert any("cannot use api='offline'" in e and "fix: workload.multi_turn.api=async" in e for e in errors)
+    assert any("cannot use api='offline'" in e and "fix: ++workload.multi_turn.api=async" in e for e in errors)
     assert check_workloads(workloads={"decode": {"api": "offline"}}, grid={}) == []
 
 
