@@ -47,8 +47,11 @@ def refuse_changed_config(cfg: DictConfig, *, run_dir: Path) -> None:
     new = apply_preset(cfg).copy()
     OmegaConf.set_struct(new, False)
     new.pop("hydra", None)
-    check_same_config(run_dir=run_dir, run=str(cfg.get("run")), old=saved_config(run_dir),
-                      new=OmegaConf.to_container(new, resolve=True))
+    grown = check_same_config(run_dir=run_dir, run=str(cfg.get("run")), old=saved_config(run_dir),
+                              new=OmegaConf.to_container(new, resolve=True))
+    if grown:
+        print(f"note: this command extends the run in {run_dir}: " + "; ".join(c.describe() for c in grown),
+              file=sys.stderr, flush=True)
 
 
 def task(cfg: DictConfig, config: Optional[RunConfig] = None) -> None:

@@ -1,6 +1,7 @@
 """One config per run folder: a command whose config differs from the one the folder's results were run with
 (its config.yaml) is refused before any engine starts, naming each key that differs and the fix (`run=<new
-name>`), so that two configs never mix silently in one report. Pure.
+name>`), so that two configs never mix silently in one report. A command may extend the run (more values of
+an axis, more repeats: every finished trial stays in its plan); a note says so. Pure.
 
 The configs compared are like for like: both resolved, the sweep's preset applied (what config.yaml holds).
 """
@@ -27,6 +28,12 @@ RESUMABLE = (
 )
 COMPARED_INSIDE_RESUMABLE = ("report.slo",)
 
+# Keys whose values a resume may extend, every finished trial staying in the new plan: an axis's values (a list
+# that keeps the old values, in any order) and the repeats (more of them). Grid axes, engine axes, explicit arms
+# and a workload's parameters (a single value is an axis of one).
+EXTENSIBLE_AXES = ("sweep.grid", "sweep.engine_axes", "sweep.arms", "workload")
+MORE_REPEATS = ("sweep.repeats",)
+
 _UNKNOWN = object()
 
 
@@ -35,6 +42,7 @@ class Change:
     key: str
     old: Any
     new: Any
+    extends: bool = False  # the old values stay (more axis values, more repeats): the run grows, nothing mixes
 
     def describe(self) -> str:
         return f"{self.key}: {_text(self.old)} → {_text(self.new)}"
@@ -110,6 +118,21 @@ def _one_sided_same(value, key: str) -> bool:
     return default is not _UNKNOWN and default == value
 
 
+def _as_values(value) -> list[str]:
+    return [json.dumps(v, sort_keys=True) for v in (value if isinstance(value, list) else [value])]
+
+
+def extends(key: str, old, new) -> bool:
+    """`new` keeps every value of `old` (an axis) or raises the repeats: the finished trials stay in the plan."""
+    if _under(key, MORE_REPEATS) or (key.startswith("workload.") and key.endswith(".repeats")):
+        return isinstance(old, int) and isinstance(new, int) and new >= old
+    if not _under(key, EXTENSIBLE_AXES) or not isinstance(new, list):
+        return False
+    if key.startswith("workload.") and key.count(".") != 2:
+        return False
+    return set(_as_values(old)) <= set(_as_values(new))
+
+
 def config_changes(old: dict, new: dict) -> list[Change]:
     """The keys (outside RESUMABLE) whose values differ between two resolved configs, old → new."""
     a, b = _normalized(old), _normalized(new)
@@ -117,7 +140,7 @@ def config_changes(old: dict, new: dict) -> list[Change]:
     for key in sorted(set(a) | set(b)):
         if key in a and key in b:
             if a[key] != b[key] or isinstance(a[key], bool) != isinstance(b[key], bool):
-                changes.append(Change(key=key, old=a[key], new=b[key]))
+                changes.append(Change(key=key, old=a[key], new=b[key], extends=extends(key, a[key], b[key])))
         elif key in a and not _one_sided_same(a[key], key):
             changes.append(Change(key=key, old=a[key], new=_UNKNOWN))
         elif key in b and not _one_sided_same(b[key], key):
@@ -129,17 +152,20 @@ class RunFolderConfigChanged(ConfigError):
     """The run folder holds results of another config."""
 
 
-def check_same_config(*, run_dir, run: str, old: Optional[dict], new: dict) -> None:
+def check_same_config(*, run_dir, run: str, old: Optional[dict], new: dict) -> list[Change]:
     """RunFolderConfigChanged where the folder's results were run with another config (old: its config.yaml;
-    None: the folder has none, or no results)."""
+    None: the folder has none, or no results). Returns the changes that only extend the run (more axis values,
+    more repeats)."""
     if old is None:
-        return
-    changes = config_changes(old, new)
+        return []
+    every = config_changes(old, new)
+    changes = [c for c in every if not c.extends]
     if not changes:
-        return
+        return every
     shown = [c.describe() for c in changes[:12]] + ([f"… and {len(changes) - 12} more"] if len(changes) > 12 else [])
     raise RunFolderConfigChanged(
         f"run folder {run_dir} holds results of another config; this command changes "
         f"{len(changes)} key(s), old → new:\n  " + "\n  ".join(shown) +
-        f"\n(fix: run=<new name> for a separate run, e.g. run={run}-2; or the earlier values to resume this one. "
-        f"What may change on resume: {', '.join(RESUMABLE[:11])}, …)")
+        f"\n(fix: run=<new name> for a separate run, e.g. run={run}-2; or the earlier values to resume this one; "
+        f"a resume may add axis values and repeats, and change tracking, report, retry_failed, dry_run, cluster.address and execution's "
+        f"deadline, timeouts, retries and pool)")

@@ -49,6 +49,14 @@ def test_the_same_config_resumes_and_so_does_a_resumable_change(tmp_path):
         assert "plan:" in proc.stdout
 
 
+def test_more_values_of_an_axis_extend_the_run(tmp_path):
+    first_run(tmp_path, *FIRST)
+    proc = run_cli("dry_run=true", "run=r1", "sweep.grid.concurrency=[1,4,8]", "tracking=none",
+                   output_root=tmp_path, check=False, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "note: this command extends the run" in proc.stderr and "[1, 4] → [1, 4, 8]" in proc.stderr
+
+
 def test_a_folder_without_results_takes_any_config(tmp_path):
     run_dir = first_run(tmp_path, *FIRST)
     for table in run_dir.glob("*.parquet"):

@@ -32,6 +32,17 @@ def test_what_is_measured_is_compared():
     assert keys(config(), config(report={"slo": {"ttft_p99_ms": 50}})) == ["report.slo.ttft_p99_ms"]
 
 
+def test_more_axis_values_or_repeats_extend_the_run():
+    grown = config(sweep={"grid": {"concurrency": [4, 1, 8]}, "repeats": 3}, workload={"decode": {"input_len": [128, 64]}})
+    old = config(sweep={"repeats": 1})
+    changes = config_changes(old, grown)
+    assert {c.key for c in changes} == {"sweep.grid.concurrency", "sweep.repeats", "workload.decode.input_len"}
+    assert all(c.extends for c in changes)
+    assert check_same_config(run_dir="r", run="r1", old=old, new=grown) == changes
+    shrunk = config_changes(config(sweep={"repeats": 3}), config(sweep={"repeats": 2, "grid": {"concurrency": [1]}}))
+    assert [c.extends for c in shrunk] == [False, False]
+
+
 def test_what_may_change_on_resume_is_not():
     new = config(run="r1", output_root="/abs/outputs", dry_run=True, tracking={"mode": "disabled"},
                  execution={"deadline_s": 600}, cluster={"address": "10.0.0.1:6379"}, report={"enabled": False},
