@@ -20,6 +20,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+# The lab studies (h200_*) live outside the shipped sweep group: a search path reaches them.
+STUDIES = Path(__file__).resolve().parent / "studies"
+
 GRID_ARMS = ("[{spec_method:'off'},{spec_method:mtp,num_speculative_tokens:1},"
              "{spec_method:mtp,num_speculative_tokens:2},{spec_method:mtp,num_speculative_tokens:3}]")
 
@@ -120,6 +123,7 @@ def compare_in_one(run_dir: Path, *, max_num_seqs: int) -> None:
 def run(args, *, adaptive: bool, out: Path, name: str) -> float:
     words = [sys.executable, "-m", "runner", f"sweep={args.sweep}", "tracking=none", f"run={name}",
              f"output_root={out}"] + ([f"sweep.preset={args.preset}"] if args.preset else [])
+    words += [f"hydra.searchpath=[file://{STUDIES}]"] if (STUDIES / "sweep" / f"{args.sweep}.yaml").is_file() else []
     words += [] if adaptive else ["sweep.adaptive=null", f"sweep.arms={GRID_ARMS}"]
     started = time.perf_counter()
     subprocess.run(words, check=True, cwd=Path(__file__).resolve().parents[1])
