@@ -14,7 +14,7 @@ FIGURES = {
     "prefix_cache_hit_rate": "pc hit",
 }
 POINT = ["workload", "params", "engine", "concurrency"]
-HEADERS = {"workload": "workload", "params": "params", "engine": "engine", "concurrency": "conc", "n": "n"}
+HEADERS = {"workload": "workload", "params": "params", "engine": "engine", "concurrency": "conc", "n": "repeats"}
 
 
 def _number(value: float, digits: int = 3) -> str:
@@ -68,7 +68,7 @@ def _engine_labels(trials) -> dict[str, str]:
 
 
 def summary_frame(trials):
-    """One row per point: its key figures as `median [min–max]` over the repeats that finished, and `n`, the
+    """One row per point: its key figures as `median [min–max]` over the repeats that finished, and `repeats`, the
     repeats that finished of those recorded (`2/3`: one did not)."""
     import pandas as pd
 

@@ -42,7 +42,8 @@ GROUPS = {
 }
 
 MORE = """\
-more: run=<name> starts a fresh run (the same name resumes; a changed config is refused, naming the keys);
+more: run=<name> starts a fresh run; the same name resumes (more axis values or repeats extend it; another
+  config is refused, naming the keys that differ);
   workload=[decode,trace] and workload.<name>.<param>=V (a list is an axis), sweep.grid.<axis>=[...], sweep.repeats=N,
   "sweep.engine_axes={kv_cache_dtype:[auto,fp8]}" (any vLLM engine argument); README.md has the rest.
   Hydra's own flags work as ever: --cfg job (the composed config), --info, -m/--multirun, --config-dir DIR,

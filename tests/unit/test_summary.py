@@ -14,7 +14,7 @@ def test_one_row_per_point_with_median_and_range(tmp_path, capsys):
     print_summary(run_dir=decode_study().write(tmp_path))
     out = lines(capsys)
     header, rows = out[0], [line for line in out[1:] if line.startswith("  decode") or line.startswith("decode")]
-    assert "n" in header.split() and "tok/s/session" in header
+    assert "repeats" in header.split() and "tok/s/session" in header
     assert len(rows) == 4 * 3  # arms × loads, the 3 repeats of each folded into one row
     assert len(set(rows)) == len(rows)
     off_c1 = next(r for r in rows if " off " in f" {r} " and r.split()[2] == "1")
