@@ -28,7 +28,9 @@ examples (add dry_run=true to print the plan and start nothing):
   vllm-sweep engine=gpu model=hf model.path=<folder or hub id> cluster.address=HOST:PORT \\
       engine.tensor_parallel_size=2                 many GPUs: a running Ray cluster, 2 GPUs per engine
   vllm-sweep workload=[trace,prompt_set] workload.trace.trace_file=<mooncake.jsonl> \\
-      workload.prompt_set.prompt_file=<prompts.jsonl>   your traffic: a trace replayed, a prompt set"""
+      workload.prompt_set.prompt_file=<prompts.jsonl> '~workload.decode' '~workload.multi_turn'
+                                                    your traffic: a trace replayed, a prompt set (the demo's
+                                                    own workloads dropped)"""
 
 # What each group of conf/ chooses (its options are read from the folder).
 GROUPS = {
