@@ -18,6 +18,9 @@ HEADERS = {"workload": "workload", "params": "params", "engine": "engine", "conc
 
 
 def _number(value: float, digits: int = 3) -> str:
+    """3 significant digits (more where a range would read as one value); thousands whole, not 3.01e+03."""
+    if abs(value) >= 10 ** digits:
+        return f"{value:.0f}"
     return f"{value:.{digits}g}"
 
 
