@@ -39,7 +39,7 @@ def cpu_binding(*, slot: int, cores_per_engine: float, total_cores: int) -> str:
 def actor_env(*, base: dict, engine: EngineConfig, environ: Optional[dict] = None, sleeps: bool = False,
               pin_ahead: bool = False) -> dict:
     """The actor's environment (`sleeps`: its engine may sleep between turns; `pin_ahead`: its first sleep's host
-    buffers are pinned during its init, runner/execution/sleep_pinning.py). None removes a variable the node may
+    buffers are pinned during its init, runner/vllm/sleep_pinning.py). None removes a variable the node may
     have set."""
     environ = os.environ if environ is None else environ
     env = dict(base)
