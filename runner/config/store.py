@@ -12,7 +12,7 @@ from typing import Any, Callable, ContextManager, Optional
 
 from omegaconf import DictConfig, OmegaConf
 
-from runner.config.location import CONF_DIR, CONF_PACKAGE, config_search_path  # noqa: F401 (their old home)
+from runner.config.location import CONF_DIR
 from runner.config.overrides import SCHEMA_NAME, check_overrides, initialize_hydra, register_schema
 from runner.config.checks import ConfigError
 from runner.config.sections import RunConfig
