@@ -41,6 +41,24 @@ def _grid(n: int):
     return math.ceil(n / cols), cols
 
 
+def _panel_figure(n: int):
+    """A figure of `n` panels on _grid's rows and columns; returns (fig, axes) with axes a 2-D array."""
+    rows, cols = _grid(n)
+    return _pyplot().subplots(rows, cols, figsize=(5.2 * cols, 3.8 * rows), squeeze=False)
+
+
+def _concurrency_axes(ax, panel: pd.DataFrame, *, ylabel: str, title: str) -> None:
+    """A panel against concurrent sessions: ticks at the loads measured, both axes from zero."""
+    ax.set_xticks(sorted(panel[CONCURRENCY].unique()))
+    ax.set_xlabel("concurrent sessions")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=10)
+    ax.set_xlim(left=0)
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+
+
 def _panels(points: pd.DataFrame, trials: pd.DataFrame, workload: str) -> list[tuple[str, pd.DataFrame]]:
     """Panels: one per combination of the workload's varying params (concurrency is the x axis)."""
     mine = points[points.workload == workload]
@@ -64,9 +82,7 @@ def plot_vs_concurrency(points: pd.DataFrame, trials: pd.DataFrame, workload: st
     panels = _panels(points, trials, workload)
     if not any(p["n"].sum() for _, p in panels):
         return None
-    plt = _pyplot()
-    rows, cols = _grid(len(panels))
-    fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols, 3.8 * rows), squeeze=False)
+    fig, axes = _panel_figure(len(panels))
     for ax, (title, panel) in zip(axes.flat, panels):
         for arm, line in panel.sort_values("arm_order").groupby("arm_order", sort=True):
             line = line.sort_values(CONCURRENCY)
@@ -76,14 +92,7 @@ def plot_vs_concurrency(points: pd.DataFrame, trials: pd.DataFrame, workload: st
             above = (line.ci_hi - line["median"]).clip(lower=0).fillna(0) * metric.scale
             ax.errorbar(line[CONCURRENCY], median, yerr=[below, above], marker="o", capsize=3,
                         label=line.arm.iloc[0])
-        ax.set_xticks(sorted(panel[CONCURRENCY].unique()))
-        ax.set_xlabel("concurrent sessions")
-        ax.set_ylabel(f"{metric.label} ({metric.unit})")
-        ax.set_title(title or workload, fontsize=10)
-        ax.set_ylim(bottom=0)
-        ax.set_xlim(left=0)
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
+        _concurrency_axes(ax, panel, ylabel=f"{metric.label} ({metric.unit})", title=title or workload)
     return _save(fig, axes, used=len(panels), out=Path(out_dir) / f"{workload}_vs_concurrency.png",
                  title=f"{workload}: {metric.label} vs concurrency\n(median of repeats; bars: 95% bootstrap interval)")
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from runner.report.arms import CONCURRENCY
-from runner.report.plots import _grid, _panels, _pyplot, _save
+from runner.report.plots import _concurrency_axes, _panel_figure, _panels, _pyplot, _save
 from runner.report.samples import better_ratio, deciding_metric
 from runner.schema import TrialStatus
 
@@ -64,9 +64,7 @@ def _lines_per_arm(frame: pd.DataFrame, trials: pd.DataFrame, workload: str, *, 
     if not len(frame):
         return None
     panels = _panels(frame, trials, workload)
-    plt = _pyplot()
-    rows, cols = _grid(len(panels))
-    fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols, 3.8 * rows), squeeze=False)
+    fig, axes = _panel_figure(len(panels))
     for ax, (name, panel) in zip(axes.flat, panels):
         for _, line in panel.sort_values("arm_order").groupby("arm_order", sort=True):
             line = line.sort_values(CONCURRENCY)
@@ -74,14 +72,7 @@ def _lines_per_arm(frame: pd.DataFrame, trials: pd.DataFrame, workload: str, *, 
                     color=f"C{int(line.arm_order.iloc[0]) % 10}")  # one colour per arm in every panel
         if reference is not None:
             ax.axhline(reference, color="black", linewidth=0.8, linestyle="--", label="spec off")
-        ax.set_xticks(sorted(panel[CONCURRENCY].unique()))
-        ax.set_xlabel("concurrent sessions")
-        ax.set_ylabel(ylabel)
-        ax.set_title(name or workload, fontsize=10)
-        ax.set_xlim(left=0)
-        ax.set_ylim(bottom=0)
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
+        _concurrency_axes(ax, panel, ylabel=ylabel, title=name or workload)
     return _save(fig, axes, used=len(panels), out=out, title=title)
 
 
