@@ -5,10 +5,10 @@ vLLM or torch). Every piece has a `check()` that looks up its names in the insta
 anything, and says whether the piece is active here and, if not, why (tests/unit/test_vllm_contract.py runs them
 all). A patch also says so in the log when it applies and when it does not (`runner.vllm.notice`).
 
-`checked_on`: the vLLM versions a piece ran on. 0.26.0 is the CUDA build of the H200 studies (docs/benchmarks.md,
-docs/results/: their engine logs carry the patches' lines); 0.32.0 is the CPU build of this checkout, where the
-contract test runs every `check()`. The checks themselves are newer than the H200 runs: on 0.26.0 they have not
-run yet (the next GPU run should run tests/unit/test_vllm_contract.py there).
+`checked_on`: the vLLM versions a piece ran on. 0.26.0 is the CUDA build of the GPU studies (docs/benchmarks.md,
+docs/results/: their engine logs carry the patches' lines, and the H100 folder holds every `check()`'s verdict
+there, vllm-contract-0.26.0.txt); 0.32.0 is the CPU build of this checkout, where the contract test
+(tests/unit/test_vllm_contract.py) runs every `check()`.
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Callable
 
-GPU_STUDIES = "0.26.0"  # the H200 runs (docs/benchmarks.md, docs/results/)
+GPU_STUDIES = "0.26.0"  # the GPU runs (docs/benchmarks.md, docs/results/)
 CPU_BUILD = "0.32.0"  # this checkout's CPU stack (requirements/cpu-lock.txt)
 
 
