@@ -95,9 +95,3 @@ def piece(name: str) -> Piece:
         return by_name[name]
     except KeyError:
         raise KeyError(f"no piece {name!r}; valid: {', '.join(by_name)}") from None
-
-
-def installed_version() -> str:
-    import vllm
-
-    return getattr(vllm, "__version__", "unknown")

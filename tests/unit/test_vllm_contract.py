@@ -9,7 +9,8 @@ from __future__ import annotations
 import pytest
 
 from runner.vllm import fork_server, ngram_jit, sleep_pinning
-from runner.vllm.versions import CPU_BUILD, GPU_STUDIES, PIECES, Kind, installed_version, piece
+from runner.vllm.engine import vllm_version
+from runner.vllm.versions import CPU_BUILD, GPU_STUDIES, PIECES, Kind, piece
 
 
 def _cuda() -> bool:
@@ -30,7 +31,7 @@ def test_each_piece_finds_its_names_in_the_installed_vllm(name, verdicts):
         assert not verdict.active and verdict.reason.startswith("CUDA only") and "names are present" in \
             verdict.reason, verdict.reason
     else:
-        assert verdict.active, f"{name} on vLLM {installed_version()}: {verdict.reason}"
+        assert verdict.active, f"{name} on vLLM {vllm_version()}: {verdict.reason}"
 
 
 def test_the_inactive_pieces_here_are_the_cuda_only_ones(verdicts):
@@ -44,7 +45,7 @@ def test_the_inactive_pieces_here_are_the_cuda_only_ones(verdicts):
 
 def test_every_piece_was_checked_on_both_versions_and_the_installed_one_is_among_them():
     assert all(p.checked_on == (GPU_STUDIES, CPU_BUILD) for p in PIECES)
-    assert installed_version() in (GPU_STUDIES, CPU_BUILD)
+    assert vllm_version() in (GPU_STUDIES, CPU_BUILD)
     assert {p.name for p in PIECES if p.kind is Kind.PATCH} == {"fork_server", "sleep_pinning", "ngram_jit",
                                                                 "model_info"}
 
