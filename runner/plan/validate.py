@@ -26,6 +26,17 @@ def grid_values(sweep: SweepSection) -> dict[str, list]:
     return values
 
 
+def engine_budgets(sweep: SweepSection) -> list:
+    """The gpu_memory_utilization values the engines run with: an explicit arm's own where it names one (the grid's
+    then never reaches an engine), else the grid's."""
+    grid = _values({"budget": sweep.grid.values("gpu_memory_utilization")}, "budget")
+    if not sweep.arms:
+        return grid
+    named = [arm.axes() for arm in sweep.arms]
+    return list(dict.fromkeys(v for axes in named for v in (
+        [axes["gpu_memory_utilization"]] if "gpu_memory_utilization" in axes else grid)))
+
+
 def _values(grid: dict, axis: str) -> list:
     v = grid.get(axis)
     return list(v) if isinstance(v, (list, tuple)) else ([] if v is None else [v])
@@ -298,7 +309,7 @@ def validate(config: RunConfig, *, known_engine_args=None) -> None:
     errors += check_workload_levels(workloads=workloads)
     errors += load_checks.check_load_shape(workloads=workloads)
     errors += check_device_share(engines_per_gpu=config.cluster.engines_per_gpu, device=config.engine.device,
-                                 budgets=grid["gpu_memory_utilization"], tensor_parallel=config.engine.tensor_parallel_size,
+                                 budgets=engine_budgets(config.sweep), tensor_parallel=config.engine.tensor_parallel_size,
                                  keep_engines=config.execution.keep_engines, adaptive=bool(config.sweep.adaptive))
     if errors:
         raise PlanError("invalid sweep:\n  - " + "\n  - ".join(errors))

@@ -95,3 +95,19 @@ def test_the_report_warns_that_shared_figures_are_not_speed_figures():
 
 def test_an_adaptive_study_is_refused_with_its_fix():
     assert "(fix: cluster.engines_per_gpu=1)" in _check(adaptive=True)[0]
+
+
+def test_the_budgets_checked_are_those_the_engines_run_with():
+    from runner.config.store import load_config
+    from runner.plan.validate import engine_budgets
+
+    def budgets(*overrides):
+        return engine_budgets(load_config(["tracking=none", "engine=gpu", "model=mimo_7b_dummy", "sweep=quick",
+                                           *overrides]).sweep)
+
+    assert budgets("sweep.grid.gpu_memory_utilization=[0.4]") == [0.4]
+    # An arm that names its budget: the grid's never reaches an engine.
+    assert budgets("sweep.grid.gpu_memory_utilization=[0.9]",
+                   "sweep.arms=[{spec_method:off,gpu_memory_utilization:0.4},{spec_method:mtp}]") == [0.4, 0.9]
+    assert budgets("sweep.grid.gpu_memory_utilization=[0.9]",
+                   "sweep.arms=[{spec_method:off,gpu_memory_utilization:0.4}]") == [0.4]
