@@ -23,7 +23,7 @@ from runner.scheduling.stops import Deadline, back_before_deadline, load_estimat
 
 class LaneSteps:
     def __init__(self, *, plan: Plan, model_cfg, settings: ExecutionSettings, pool: ActorPool, recorder: Recorder,
-                 race: Race, deadline: Deadline, progress=None, before_engines: Optional[Callable[[], None]] = None,
+                 race: Race, deadline: Deadline, progress=None, before_engines: Optional[Callable[..., None]] = None,
                  carry: Optional[StageCarry] = None, clock: Optional[FirstTrialClock] = None):
         self.plan, self.model_cfg, self.settings = plan, model_cfg, settings
         self.clock = clock or FirstTrialClock(origin=time.time(), done=True)
