@@ -167,5 +167,4 @@ def check_same_config(*, run_dir, run: str, old: Optional[dict], new: dict) -> l
         f"run folder {run_dir} holds results of another config; this command changes "
         f"{len(changes)} key(s), old → new:\n  " + "\n  ".join(shown) +
         f"\n(fix: run=<new name> for a separate run, e.g. run={run}-2; or the earlier values to resume this one; "
-        f"a resume may add axis values and repeats, and change tracking, report, retry_failed, dry_run, cluster.address and execution's "
-        f"deadline, timeouts, retries and pool)")
+        f"a resume may add axis values and repeats, and change {', '.join(RESUMABLE)})")

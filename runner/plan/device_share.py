@@ -32,7 +32,8 @@ def check_device_share(*, engines_per_gpu: int, device: str, budgets: list[float
     if over:
         errors.append(f"gpu_memory_utilization={'/'.join(f'{b:g}' for b in over)} × {n} engines per GPU = "
                       f"{max(over) * n:g} of the GPU, above {SHARED_BUDGET:g} (two CUDA contexts need the rest) "
-                      f"(fix: sweep.grid.gpu_memory_utilization=[{budget_each(n):g}])")
+                      f"(fix: sweep.grid.gpu_memory_utilization=[{budget_each(n):g}], or gpu_memory_utilization: "
+                      f"{budget_each(n):g} in each arm that sets its own)")
     if tensor_parallel > 1:
         errors.append(f"engine.tensor_parallel_size={tensor_parallel} cannot share a GPU with another engine "
                       f"(fix: cluster.engines_per_gpu=1, or engine.tensor_parallel_size=1)")

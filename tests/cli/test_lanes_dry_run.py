@@ -15,7 +15,7 @@ def test_two_engines_per_gpu_show_as_lanes_and_a_budget_that_does_not_fit_is_ref
     shared = ("engine=gpu", "cluster.engines_per_gpu=2", "dry_run=true", "tracking=none")
     refused = run_cli(*shared, output_root=tmp_path, timeout=300, check=False)
     assert refused.returncode != 0
-    assert "(fix: sweep.grid.gpu_memory_utilization=[0.45])" in refused.stderr + refused.stdout
+    assert "(fix: sweep.grid.gpu_memory_utilization=[0.45], or" in refused.stderr + refused.stdout
     out = run_cli(*shared, "sweep.grid.gpu_memory_utilization=[0.45]", output_root=tmp_path, timeout=300).stdout
     assert "2 engines side by side on each (cluster.engines_per_gpu=2" in out, out[-2000:]
     assert "  lane 0 (1/2 GPU): " in out and "  lane 1 (1/2 GPU): " in out
