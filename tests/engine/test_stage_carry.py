@@ -21,8 +21,8 @@ def study(tmp_path_factory):
         "run=carry", "sweep.name=carry", "tracking=none", "sweep.adaptive=rate_search",
         "sweep.rate_search.max_stages=2", "sweep.grid.spec_method=[off]", "sweep.grid.concurrency=[1]",
         "sweep.grid.max_model_len=[256]", "sweep.grid.enable_prefix_caching=[true,false]",
-        "workload.decode.input_len=32", "workload.decode.output_len=8", "+workload.decode.arrival=poisson",
-        "+workload.decode.request_rate=inf", "+workload.decode.num_requests=24", "slo.ttft=0.01",
+        "workload.decode.input_len=32", "workload.decode.output_len=8", "workload.decode.arrival=poisson",
+        "workload.decode.request_rate=inf", "workload.decode.num_requests=24", "slo.ttft=0.01",
         output_root=out)
     run_dir = out / "carry" / "carry"
     return (proc.stdout, read_frame(run_dir, "phases"), read_frame(run_dir, "trials"),
