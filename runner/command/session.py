@@ -5,32 +5,32 @@ import dataclasses
 import signal
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Optional
+from typing import Callable, Optional
 
 from runner.config.sections import RunConfig
 from runner.measurement.records import RunKeys
 from runner.plan.grid import Plan
+from runner.plan.stages import Stage
 from runner.schema import TrialStatus
 from runner.scheduling.first_trial import FirstTrialClock
+from runner.scheduling.held import HeldEngines
 from runner.scheduling.settings import ExecutionSettings
 from runner.scheduling.startup_steps import StartupSteps
 from runner.scheduling.startup import ModelFolder, ModelInfoFill, begin_model_info, prepare_builtin_model, start_ray
 
-if TYPE_CHECKING:
-    from runner.scheduling.carry import StageCarry
-
 
 @dataclasses.dataclass(kw_only=True)
 class Session:
-    """What the stages of one command share: Ray, the tracker, the progress bar and the executor's settings."""
+    """What the stages of one command share: Ray, the tracker, the progress bar, the executor's settings, and the
+    engines: every command is a study of one or more stages (a plain sweep is one), and the session owns its
+    actors, lane bundles and resident engines (`held`); a stage only plans trials."""
 
     settings: ExecutionSettings
     keys: RunKeys
     tracker: object
     progress: object
     launched: bool = False  # the command's launch span is on the timeline (once, before its first stage)
-    # An adaptive study's stages share their engines (runner.scheduling.carry): each loads once per command.
-    carry: Optional["StageCarry"] = None
+    held: HeldEngines  # the command's actors, bundles and the engines its stages left loaded
     model_info: ModelInfoFill = dataclasses.field(default_factory=ModelInfoFill)
     clock: Optional[FirstTrialClock] = None  # set at open: the first trial's line
 
@@ -53,37 +53,33 @@ class Session:
             signal.signal(sig, raise_interrupt)
         settings = ExecutionSettings.of(config, capacity=capacity)
         keys = RunKeys(sweep=plan.sweep, run_id=config.run)
+        held = _held_engines(settings=settings, keys=keys, run_dir=run_dir, model_cfg=config.model)
         tracker = open_tracker(tracking=config.tracking, run_dir=run_dir)
         steps.mark("tracker")
         print(steps.line(), flush=True)
         progress = tqdm(total=0, desc="trials", unit="trial", dynamic_ncols=True)
         return cls(settings=settings, keys=keys, tracker=tracker, progress=progress, model_info=model_info,
-                   clock=FirstTrialClock(origin=process_started_at()))
+                   held=held, clock=FirstTrialClock(origin=process_started_at()))
 
-    def run(self, plan: Plan, *, config: RunConfig, sink, run_dir: Path, skip: set[str], todo: int,
+    def run(self, stage: Stage, *, config: RunConfig, sink, skip: set[str], todo: int,
             before_engines: Optional[Callable[[], None]] = None) -> None:
+        """One stage's trials on the session's engines (`stage.later`: engines stay loaded for later stages)."""
         from runner.scheduling.describe import describe_loads, describe_rounds
         from runner.scheduling.loop import Scheduler
 
-        if self.carry is None and config.sweep.adaptive:
-            from runner.scheduling.actors import ActorPool
-            from runner.scheduling.carry import StageCarry
-
-            self.carry = StageCarry(pool=ActorPool(settings=self.settings, keys=self.keys, log_dir=run_dir / "logs",
-                                                   model_cfg=config.model))
+        plan = stage.plan
         self.progress.total += todo
         self.progress.refresh()
         lines = describe_rounds(plan, device=self.settings.device, resident=self.settings.resident)
-        if self.carry is not None:
+        if stage.later:
             lines.append(describe_loads(plan, resident=self.settings.resident, adaptive=True,
-                                        held=frozenset(self.carry.engines_left())))
+                                        held=frozenset(self.held.engines_left())))
         print("\n".join(lines), flush=True)
         scheduler = Scheduler(plan=plan, model_cfg=config.model, keys=self.keys, sink=sink, settings=self.settings,
-                              log_dir=run_dir / "logs", on_trial=self.tracker.log_trial,
+                              held=self.held, later=stage.later, on_trial=self.tracker.log_trial,
                               on_engine=self.tracker.log_engine, progress=self.progress,
                               launched_at=None if self.launched else process_started_at(),
-                              before_engines=self._before_engines(before_engines), carry=self.carry,
-                              clock=self.clock)
+                              before_engines=self._before_engines(before_engines), clock=self.clock)
         self.launched = True
         scheduler.run(skip_trial_ids=skip)
 
@@ -104,14 +100,21 @@ class Session:
 
     def close(self, *, sink, completed: bool, export_later: list) -> None:
         self.progress.close()
-        if self.carry is not None:  # the engines the stages kept: shut down (a pooled one parks), bounded
-            self.carry.drop()
+        self.held.drop()  # the engines the stages kept: shut down (a pooled one parks), bounded; bundles released
         compact(sink)  # before the W&B export, which ships the tables' files
         if completed:
             export_later.append(self.tracker)
         else:
             self.tracker.finish()
         shutdown_ray()
+
+
+def _held_engines(*, settings: ExecutionSettings, keys: RunKeys, run_dir: Path, model_cfg) -> HeldEngines:
+    from runner.scheduling.actors import ActorPool
+    from runner.scheduling.cluster import LaneBundles
+
+    return HeldEngines(pool=ActorPool(settings=settings, keys=keys, log_dir=run_dir / "logs", model_cfg=model_cfg),
+                       bundles=LaneBundles(gpus_per_unit=1.0 / settings.engines_per_gpu))
 
 
 def _model_folder(config: RunConfig, plan: Plan) -> ModelInfoFill:

@@ -174,7 +174,7 @@ def _execute(*, stages: Iterator[Stage], base_plan: Plan, config: RunConfig, sin
             if session is None:
                 session = Session.open(config=config, run_dir=run_dir, plan=base_plan, previous=previous,
                                         steps=steps)
-            session.run(stage.plan, config=config, sink=sink, run_dir=run_dir, skip=skip, todo=len(todo),
+            session.run(stage, config=config, sink=sink, skip=skip, todo=len(todo),
                         before_engines=before_engines)
         if session is None:
             print(f"nothing to do: all {len(planned)} trials of this sweep are already in {run_dir} "

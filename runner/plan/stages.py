@@ -27,6 +27,7 @@ class Stage:
     name: str
     plan: Plan
     why: str = ""  # one line for the terminal: what this stage measures and why
+    later: bool = False  # later stages may follow (an adaptive study's): its engines stay loaded for them
 
 
 class AdaptiveStudy(Protocol):
@@ -74,5 +75,5 @@ def run_stages(*, config: RunConfig, plan: Plan, trial_rows: Callable[[], list[d
         if stage is None:
             return
         earlier |= {t.trial_id for t in stage.plan.trials}
-        yield stage
+        yield replace(stage, later=True)  # whether another follows is known only from this one's results
         index += 1

@@ -73,8 +73,8 @@ class LaneMachine(LaneSteps):
 
     def plan_lane(self, lane: Lane, report: dict) -> None:
         """How many engines the lane keeps loaded, from its node's memory (the first actor's report)."""
-        if self.carry is not None and self.carry.memory is None:
-            self.carry.memory = report  # later stages' lanes plan from it (their first engine may load nothing)
+        if self.held.memory is None:
+            self.held.memory = report  # later stages' lanes plan from it (their first engine may load nothing)
         memory = MemoryReport.of(report)
         engines = [self.plan.engine(i) for i in dict.fromkeys(st.engine_id for st in lane.steps)]
         engines += [r.engine for r in lane.residents.values()] + ([lane.current.engine] if lane.current else [])

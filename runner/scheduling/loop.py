@@ -14,12 +14,10 @@ from runner.config.checks import ConfigError
 from runner.measurement.records import RunKeys
 from runner.plan.grid import Plan
 from runner.schema import Phase
-from runner.scheduling.actors import ActorPool
-from runner.scheduling.carry import StageCarry
-from runner.scheduling.cluster import LaneBundles
 from runner.scheduling.describe import pool_line
 from runner.scheduling.first_trial import FirstTrialClock
 from runner.scheduling.handlers import LaneMachine
+from runner.scheduling.held import HeldEngines
 from runner.scheduling.lane import Lane
 from runner.scheduling.order import lane_steps, lane_width
 from runner.scheduling.race import Race
@@ -29,27 +27,26 @@ from runner.scheduling.stops import Deadline, DeadlineReached, Interrupted
 
 
 class Scheduler:
+    """One stage's trials on the engines the command holds (`held`: its actors, bundles and the engines earlier
+    stages left loaded). `later`: later stages may follow (an adaptive study), so engines stay loaded for them."""
+
     def __init__(self, *, plan: Plan, model_cfg, keys: RunKeys, sink: ResultSink, settings: ExecutionSettings,
-                 log_dir: Path, on_trial: Optional[Callable] = None, on_engine: Optional[Callable] = None,
-                 progress=None, launched_at: Optional[float] = None,
-                 before_engines: Optional[Callable[..., None]] = None, carry: Optional[StageCarry] = None,
-                 clock: Optional[FirstTrialClock] = None):
+                 held: HeldEngines, later: bool = False, on_trial: Optional[Callable] = None,
+                 on_engine: Optional[Callable] = None, progress=None, launched_at: Optional[float] = None,
+                 before_engines: Optional[Callable[..., None]] = None, clock: Optional[FirstTrialClock] = None):
         self.settings = settings
         self.clock = clock or FirstTrialClock(origin=time.time(), done=True)
-        # carry: an adaptive study's stages share their engines (loaded once per command), their pool and bundles.
-        self.carry = carry
-        self.pool = carry.pool if carry is not None else ActorPool(settings=settings, keys=keys, log_dir=log_dir,
-                                                                    model_cfg=model_cfg)
+        self.held = held
+        self.pool = held.pool
         race = Race(plan=plan, enabled=settings.race, tie_band=settings.race_tie_band, seed=settings.order_seed,
                     converge=settings.converge)
         self.recorder = Recorder(keys=keys, sink=sink, race=race, on_trial=on_trial, on_engine=on_engine,
                                  progress=progress, launched_at=launched_at,
                                  engines_on_device=settings.engines_per_gpu)
-        self.machine = LaneMachine(plan=plan, model_cfg=model_cfg, settings=settings, pool=self.pool,
+        self.machine = LaneMachine(plan=plan, model_cfg=model_cfg, settings=settings,
                                    recorder=self.recorder, race=race, deadline=Deadline(deadline_s=settings.deadline_s),
-                                   progress=progress, before_engines=before_engines, carry=carry,
+                                   progress=progress, before_engines=before_engines, held=held, later=later,
                                    clock=self.clock)
-        self.bundles = carry.bundles if carry is not None else LaneBundles(gpus_per_unit=1.0 / settings.engines_per_gpu)
 
     def run(self, *, skip_trial_ids: set[str]) -> None:
         import ray
@@ -81,36 +78,27 @@ class Scheduler:
         except (DeadlineReached, ConfigError):  # ConfigError: a check deferred to the first engine failed
             self.abandon()
             raise
-        finally:
-            if self.carry is None:  # a carry's bundles hold the engines it keeps: released when the command ends
-                self.bundles.release()
 
     def make_lanes(self, skip_trial_ids: set[str]) -> list[Lane]:
         s, plan = self.settings, self.machine.plan
         per_lane = lane_steps(plan, policy=s.policy, units=s.device_units, max_parallel=s.max_parallel_engines,
                               seed=s.order_seed, skip_trial_ids=skip_trial_ids)
-        if self.carry is not None:
-            per_lane = self.carry.arrange([steps for steps in per_lane if steps])
+        per_lane = self.held.arrange(per_lane)
         lanes = [Lane(index=i, steps=collections.deque(steps)) for i, steps in enumerate(per_lane) if steps]
         width = lane_width(plan, policy=s.policy)
         if s.policy.uses_placement_group and lanes and width <= s.device_units:
             detached = None
             if s.keep_engines:  # pooled engines live in its bundles: it outlives the command
-                from runner.scheduling.engine_pool import group_name
+                from runner.pool.pools import group_name
 
                 detached = group_name(s.pool, lanes=len(lanes), width=width)
-            if self.carry is not None:
-                bundles = self.carry.bundles_for(lanes=len(lanes), width=width, timeout_s=s.start_timeout_s,
-                                                 detached_name=detached)
-            else:
-                bundles = self.bundles.reserve(lanes=len(lanes), width=width, timeout_s=s.start_timeout_s,
-                                               detached_name=detached)
+            bundles = self.held.bundles_for(lanes=len(lanes), width=width, timeout_s=s.start_timeout_s,
+                                            detached_name=detached)
             for lane, bundle in zip(lanes, bundles):
                 lane.bundle = bundle
-        if self.carry is not None:
-            for lane in lanes:
-                self.carry.take(lane)
-                self.machine.plan_carried(lane, self.carry.memory)
+        for lane in lanes:
+            self.held.take(lane)
+            self.machine.plan_carried(lane, self.held.memory)
         return lanes
 
     def claim_pooled(self, lanes: list[Lane]) -> None:
@@ -127,10 +115,8 @@ class Scheduler:
     def abandon(self) -> None:
         """Stop in seconds: the trial in flight is dropped (it reruns on resume), every engine is killed (a pooled
         one with its engine in goes back to the pool instead)."""
-        actors, loaded = [], []
-        if self.carry is not None:
-            actors += self.carry.abandoned()
-            loaded += list(actors)
+        actors = self.held.abandoned()
+        loaded = list(actors)
         for lane in self.machine.lanes:
             actors += [r.actor for r in lane.residents.values()]
             loaded += [r.actor for r in lane.residents.values()]

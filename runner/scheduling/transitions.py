@@ -9,9 +9,8 @@ from typing import Callable, Optional
 from runner.plan.grid import EngineConfig, Plan
 from runner.schema import Phase, TrialStatus
 from runner.scheduling.actor_spec import engine_for_actor
-from runner.scheduling.actors import ActorPool
-from runner.scheduling.carry import StageCarry
 from runner.scheduling.first_trial import FirstTrialClock
+from runner.scheduling.held import HeldEngines
 from runner.scheduling.lane import Lane, Preload, Resident
 from runner.scheduling.order import least_soon_needed
 from runner.scheduling.race import Race
@@ -22,17 +21,19 @@ from runner.scheduling.stops import Deadline, back_before_deadline, load_estimat
 
 
 class LaneSteps:
-    def __init__(self, *, plan: Plan, model_cfg, settings: ExecutionSettings, pool: ActorPool, recorder: Recorder,
-                 race: Race, deadline: Deadline, progress=None, before_engines: Optional[Callable[..., None]] = None,
-                 carry: Optional[StageCarry] = None, clock: Optional[FirstTrialClock] = None):
+    def __init__(self, *, plan: Plan, model_cfg, settings: ExecutionSettings, held: HeldEngines, recorder: Recorder,
+                 race: Race, deadline: Deadline, later: bool = False, progress=None,
+                 before_engines: Optional[Callable[..., None]] = None, clock: Optional[FirstTrialClock] = None):
         self.plan, self.model_cfg, self.settings = plan, model_cfg, settings
         self.clock = clock or FirstTrialClock(origin=time.time(), done=True)
-        self.carry = carry  # an adaptive study's: engines stay loaded for its later stages
+        # What the command holds across its stages; `later`: later stages may follow, so engines stay loaded.
+        self.held, self.later = held, later
         # A check deferred until now (vLLM's engine-argument rules): raises before any engine loads or runs a trial;
         # `load`: an engine loads next (it waits for the model-info fill), else a trial runs (the fill stops).
         self.before_engines = before_engines or (lambda *, load: None)
         self.policy = settings.policy
-        self.pool, self.recorder, self.race, self.deadline, self.progress = pool, recorder, race, deadline, progress
+        self.pool = held.pool  # the command's actors (runner.scheduling.actors)
+        self.recorder, self.race, self.deadline, self.progress = recorder, race, deadline, progress
         self.lanes: list[Lane] = []
         self.host_gib = float("inf")  # the node's free RAM, once a lane's first actor reported it
 
@@ -81,8 +82,7 @@ class LaneSteps:
             lane.trials = trials
             self.enter_engine(lane, engine)
             return True
-        if self.carry is not None:
-            self.carry.leave(lane)  # its engines stay loaded for the study's later stages
+        self.held.leave(lane, keep=self.later)  # kept: its engines stay loaded for the study's later stages
         for resident in list(lane.residents.values()):
             self.evict(lane, resident)
         if lane.spare is not None:
@@ -155,8 +155,7 @@ class LaneSteps:
         engine = lane.current.engine
         # A pooled CUDA engine sleeps when it goes back to the pool, and one an adaptive study keeps for its later
         # stages sleeps there: each needs sleep mode from its start.
-        sleepy = self.policy.residents_sleep and (lane.max_resident > 1 or self.settings.keep_engines or
-                                                  self.carry is not None)
+        sleepy = self.policy.residents_sleep and (lane.max_resident > 1 or self.settings.keep_engines or self.later)
         lane.current.sleeps = sleepy
         ref = lane.current.actor.start.remote(engine=engine_for_actor(engine, sleep_mode=sleepy), model=self.model_cfg)
         self.call(lane, Phase.START, ref, self.settings.start_timeout_s)
@@ -269,7 +268,7 @@ class LaneSteps:
                 current.asleep = True
                 lane.current = current
                 self.call(lane, Phase.SLEEP, current.actor.sleep.remote(), self.settings.start_timeout_s)
-        elif not again and self.carry is not None and self.resident_mode(current.engine) and self.keeps(
+        elif not again and self.later and self.resident_mode(current.engine) and self.keeps(
                 lane, current, later_stage=True):
             lane.residents[engine_id] = current  # for the study's later stages: asleep once another engine needs room
         elif not again and self.policy.keeps_finished_idle and self.resident_mode(current.engine) and \

@@ -7,6 +7,7 @@ import collections
 from runner.measurement.records import RunKeys
 from runner.schema import Phase
 from runner.scheduling.actors import ActorPool
+from runner.scheduling.held import HeldEngines
 from runner.scheduling.lane import Lane, Resident
 from runner.scheduling.order import round_steps
 from runner.scheduling.race import Race
@@ -49,7 +50,7 @@ def _lane_with_an_asleep_engine(device: str):
     s = settings(device=device)
     pool = RecordingPool(log, settings=s, keys=RunKeys(sweep="s", run_id="r"), log_dir="/tmp")
     pool.dying.append("an engine retired a moment ago")
-    steps = LaneSteps(plan=plan, model_cfg={}, settings=s, pool=pool, recorder=Recorder(),
+    steps = LaneSteps(plan=plan, model_cfg={}, settings=s, held=HeldEngines(pool=pool), recorder=Recorder(),
                       race=Race(plan=plan, enabled=False, tie_band=0.02, seed=0), deadline=Deadline(deadline_s=None))
     lane = Lane(index=0, steps=collections.deque(round_steps(plan, engine_ids=["e0", "e1", "e2"])[1:]))
     resident = Resident(engine=plan.engines[0], actor=Actor(log), asleep=True)
@@ -95,7 +96,7 @@ def _pooled_lane():
     s = settings(device="cpu", keep_engines=True)
     pool = ActorPool(settings=s, keys=RunKeys(sweep="s", run_id="r"), log_dir="/tmp")
     pool.parked["e0"] = Parked(actor=PooledActor(log, "a0"), first=True)
-    steps = LaneSteps(plan=plan, model_cfg={}, settings=s, pool=pool, recorder=Recorder(),
+    steps = LaneSteps(plan=plan, model_cfg={}, settings=s, held=HeldEngines(pool=pool), recorder=Recorder(),
                       race=Race(plan=plan, enabled=False, tie_band=0.02, seed=0), deadline=Deadline(deadline_s=None))
     lane = Lane(index=0, steps=collections.deque(round_steps(plan, engine_ids=["e0", "e1"])))
     steps.lanes = [lane]

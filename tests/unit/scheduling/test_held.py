@@ -1,4 +1,4 @@
-"""One load per engine per command (runner.scheduling.carry), with recording actors (no Ray): a lane whose stage
+"""One load per engine per command (runner.scheduling.held), with recording actors (no Ray): a lane whose stage
 ends leaves its engines loaded for the next stage's lane of the same key, which enters them without a load; on
 CUDA an engine left awake sleeps before another one wakes or loads on its GPU."""
 from __future__ import annotations
@@ -8,7 +8,7 @@ import collections
 from runner.measurement.records import RunKeys
 from runner.schema import Phase
 from runner.scheduling.actors import ActorPool
-from runner.scheduling.carry import StageCarry
+from runner.scheduling.held import HeldEngines
 from runner.scheduling.lane import Lane, Resident
 from runner.scheduling.order import Step, round_steps
 from runner.scheduling.race import Race
@@ -52,8 +52,8 @@ def _steps(device: str, *, engines: int = 2):
     s = settings(device=device)
     pool = ActorPool(settings=s, keys=RunKeys(sweep="s", run_id="r"), log_dir="/tmp")
     pool.reap = lambda wait=False: (log.append("reap"), pool.dying.clear())
-    carry = StageCarry(pool=pool)
-    steps = LaneSteps(plan=plan, model_cfg={}, settings=s, pool=pool, recorder=Recorder(), carry=carry,
+    carry = HeldEngines(pool=pool)
+    steps = LaneSteps(plan=plan, model_cfg={}, settings=s, held=carry, later=True, recorder=Recorder(),
                       race=Race(plan=plan, enabled=False, tie_band=0.02, seed=0), deadline=Deadline(deadline_s=None))
     steps.before_engines = lambda *, load: None
     steps.new_actor = lambda lane, engine: (_ for _ in ()).throw(AssertionError(f"a load of {engine.engine_id}"))

@@ -1,11 +1,12 @@
-"""Engines one command keeps across the stages of an adaptive study: a later stage wakes (CUDA) or reuses (CPU)
-the engines an earlier stage loaded, so that an engine loads at most once per command.
+"""What one command owns across its stages (a plain sweep is a study of one stage): the actor pool (its logs,
+the engines retiring, the engine pool's claims), the lanes' placement-group bundles (removing a group would kill
+the engines in it), the first actor's memory report, and what each lane left loaded when its stage ended.
 
-Each stage has its own Scheduler and lanes; what they share lives here: the actor pool (its logs, the engines
-retiring), the lanes' placement-group bundles (removing a group would kill the engines in it), and what each
-lane left loaded when its stage ended. A lane of the next stage with the same key (its bundle, or its index on
-CPU, whose cores are bound per lane) starts with those engines as its residents; they go on the usual way
-(woken for their turn, evicted least-soon-needed for room, retired when the command ends).
+Each stage has its own Scheduler and lanes, and only plans trials. Where later stages may follow (an adaptive
+study), a lane's engines stay loaded when its stage ends: a lane of the next stage with the same key (its bundle,
+or its index on CPU, whose cores are bound per lane) starts with them as its residents, so that an engine loads at
+most once per command; they go on the usual way (woken for their turn, evicted least-soon-needed for room,
+retired when the command ends). Where none may follow, a lane's engines retire as it ends.
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from runner.scheduling.lane import Lane, Resident
 
 
 @dataclass(kw_only=True)
-class StageCarry:
+class HeldEngines:
     pool: ActorPool
     bundles: LaneBundles = field(default_factory=LaneBundles)
     left: dict[str, dict[str, Resident]] = field(default_factory=dict)  # lane key -> engine_id -> resident
@@ -33,11 +34,12 @@ class StageCarry:
     def engines_left(self) -> set[str]:
         return {engine_id for residents in self.left.values() for engine_id in residents}
 
-    def leave(self, lane: Lane) -> None:
-        """The lane's stage is over: its resident engines stay loaded for a later stage."""
-        if lane.residents:
+    def leave(self, lane: Lane, *, keep: bool) -> None:
+        """The lane's stage is over: with `keep` (later stages may follow) its resident engines stay loaded for
+        them, out of the lane; else they stay in the lane, for it to retire."""
+        if keep and lane.residents:
             self.left.setdefault(self.key(lane), {}).update(lane.residents)
-        lane.residents = {}
+            lane.residents = {}
 
     def take(self, lane: Lane) -> None:
         """A new stage's lane starts with what the lane of its key left loaded."""
@@ -45,8 +47,12 @@ class StageCarry:
 
     def arrange(self, per_lane: list[list]) -> list[list]:
         """The stage's lanes (each a list of steps) reordered so that lane i gets the steps whose engines lane i
-        left loaded, as far as a reordering of whole lanes allows (lanes are alike but for their bundle)."""
-        if not self.left or len(per_lane) <= 1:
+        left loaded, as far as a reordering of whole lanes allows (lanes are alike but for their bundle); lanes
+        with no steps are dropped then. Nothing left loaded: as they are."""
+        if not self.left:
+            return per_lane
+        per_lane = [steps for steps in per_lane if steps]
+        if len(per_lane) <= 1:
             return per_lane
         held = [set(self.left.get(f"lane-{i}", {})) | set(self.left.get(self._bundle_key(i), {}))
                 for i in range(len(per_lane))]
@@ -87,7 +93,7 @@ class StageCarry:
         self.reserved, self.width = [], 0
 
     def abandoned(self) -> list:
-        """A stop signal: the engines left loaded, out of the carry (the caller kills them with the lanes')."""
+        """A stop signal: the engines left loaded, out of these (the caller kills them with the lanes')."""
         actors = self.actors()
         self.left.clear()
         return actors
