@@ -23,7 +23,7 @@ def console_main() -> None:
 
     argv = sys.argv[1:]
     if argv[:1] == ["pool"]:  # a command group of its own: no Hydra overrides
-        from runner.scheduling.pool_command import main as pool_main
+        from runner.command.pool import main as pool_main
 
         sys.exit(pool_main(argv[1:]))
     if argv[:1] == ["report"]:  # the same as vllm-sweep-report

@@ -18,7 +18,6 @@ from runner.config.sections import ModelSection
 from runner.execution.engine import EngineHost, host_class
 from runner.execution.failures import fault_point, parse_startup_failure
 from runner.execution.isolation import CounterWindow, GcPauses, ResetFailed, drain, quiet_heap, reset_prefix_cache
-from runner.execution.pooled import PoolEntry, PoolMember
 from runner.execution.results import StartResult, TrialResult
 from runner.measurement import counters
 from runner.slo import Slo
@@ -38,12 +37,13 @@ KV_SAMPLE_EVERY_S = 0.2
 WARMUP_OUTPUT_CAP = 64
 
 
-class EngineActor(PoolMember):
-    """Wrapped by `ray.remote` in the scheduler (resources differ per device kind)."""
+class EngineActor:
+    """Wrapped by `ray.remote` in the scheduler (resources differ per device kind); a pooled one is
+    runner.pool.actor.PooledEngineActor."""
 
     def __init__(self, *, env: dict[str, str], keys: RunKeys, slo: Slo = Slo(), warmup: Warmup = Warmup.AUTO,
                  warmup_output_cap: Optional[int] = WARMUP_OUTPUT_CAP, first_trial_twice: bool = True,
-                 engine_start: EngineStart = EngineStart.SPAWN, pool_entry: Optional[PoolEntry] = None):
+                 engine_start: EngineStart = EngineStart.SPAWN):
         for name, value in env.items():  # None: unset what the node's environment may carry
             if value is None:
                 os.environ.pop(name, None)
@@ -70,7 +70,8 @@ class EngineActor(PoolMember):
         # start() waits for a spare's prepare() still importing: a second vLLM import beside it fails.
         self._setup = asyncio.Lock()
         self.gc_pauses = GcPauses().install()
-        self._pool_setup(pool_entry)  # execution.keep_engines: the engine outlives the command (pooled.py)
+        self.start_columns: dict = {}  # the load's engine-row columns (a pooled engine's, for a later command's row)
+        self.log_offset = 0  # a pooled engine's log for a later command starts where the earlier one's ended
         fd, self.log_path = tempfile.mkstemp(prefix="runner-engine-", suffix=".log")
         # vLLM's and Ray's output, the engine core child's included, goes to this engine's log.
         os.dup2(fd, 1)
@@ -86,7 +87,6 @@ class EngineActor(PoolMember):
             return ""
 
     async def start(self, *, engine: EngineConfig, model: ModelSource | ModelSection) -> StartResult:
-        self._ensure_watch()
         self.engine = engine
         if not isinstance(model, ModelSource):  # a model config: resolved here, on the node that loads it
             try:
@@ -115,16 +115,6 @@ class EngineActor(PoolMember):
                                failure_numbers=numbers)
 
     async def run_trial(self, *, trial: Trial, attempt: int = 1) -> TrialResult:
-        if self.membership is None:
-            return await self._run_trial(trial=trial, attempt=attempt)
-        self.membership.busy_calls += 1
-        try:
-            return await self._run_trial(trial=trial, attempt=attempt)
-        finally:
-            self.membership.busy_calls -= 1
-            self.membership.touch()
-
-    async def _run_trial(self, *, trial: Trial, attempt: int) -> TrialResult:
         assert self.host is not None and self.engine is not None, "start() the engine first"
         workload = workload_class(trial.workload)()
         params = trial.params

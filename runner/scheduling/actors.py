@@ -61,15 +61,32 @@ class ActorPool:
         # must not count against this command's own residents twice.
         self.claimed_host_gib = 0.0
         self.bundles: dict[int, Optional[str]] = {}  # id(actor) -> its bundle (bundle_key)
-        self.holder: Optional[str] = None
+        self._holder = None  # runner.pool.pools.Holder: made once, where this command holds pooled engines
+        self._engine_pool = None  # runner.pool.pools.EnginePool: this command's pool (settings.pool)
         self._vllm_version: Optional[str] = None
 
     # ---- the pool (execution.keep_engines) ----
+    @property
+    def engine_pool(self):
+        """This command's pool (runner.pool.pools.EnginePool): claim and park go through it."""
+        if self._engine_pool is None:
+            from runner.pool.pools import EnginePool
+
+            self._engine_pool = EnginePool(self.settings.pool)
+        return self._engine_pool
+
+    @property
+    def holder(self):
+        """This command as the holder of pooled engines (its Ray job, and the actor whose liveness is its own)."""
+        if self._holder is None:
+            self._holder = self.engine_pool.cluster.holder()
+        return self._holder
+
     def identity(self, engine: EngineConfig):
         """The engine's pooled identity, as its actor runs it."""
         from runner.plan.engine_args import installed_vllm_version
         from runner.scheduling.actor_spec import engine_for_actor
-        from runner.scheduling.pool_identity import identity_of
+        from runner.pool.identity import identity_of
 
         if self._vllm_version is None:
             self._vllm_version = installed_vllm_version()
@@ -81,14 +98,11 @@ class ActorPool:
         """The pool's engines among `engines`, claimed for this command (woken instead of loaded); their ids."""
         if not self.keep or not engines:
             return []
-        from runner.scheduling.engine_pool import claim, holder_id
-
-        self.holder = holder_id()
-        found = claim({e.engine_id: self.identity(e) for e in engines}, pool=self.settings.pool, holder=self.holder)
-        for engine_id, (actor, bundle, host_gib) in found.items():
-            self.parked[engine_id] = Parked(actor=actor, first=True, bundle=bundle)
-            self.named[id(actor)] = engine_id
-            self.claimed_host_gib += host_gib
+        found = self.engine_pool.claim({e.engine_id: self.identity(e) for e in engines}, holder=self.holder)
+        for engine_id, claimed in found.items():
+            self.parked[engine_id] = Parked(actor=claimed.actor, first=True, bundle=claimed.bundle)
+            self.named[id(claimed.actor)] = engine_id
+            self.claimed_host_gib += claimed.host_gib
         return sorted(found)
 
     def has_parked(self, engine_id: str) -> bool:
@@ -114,11 +128,12 @@ class ActorPool:
         return self.parked.pop(engine.engine_id)
 
     def adopt_call(self, parked: Parked):
-        """The call that wakes a pooled engine for this command (runner.execution.pooled.PoolMember.adopt)."""
+        """The call that wakes a pooled engine for this command (runner.pool.actor.PooledEngineActor.adopt)."""
         s = self.settings
-        return parked.actor.adopt.remote(holder=self.holder or "", keys=self.keys, slo=s.slo, warmup=s.warmup,
-                                         warmup_output_cap=s.warmup_output_cap, first=parked.first,
-                                         ttl_s=s.pool_ttl_s, first_trial_twice=s.first_trial_twice)
+        return parked.actor.adopt.remote(holder=self.holder.job, holder_handle=self.holder.handle, keys=self.keys,
+                                         slo=s.slo, warmup=s.warmup, warmup_output_cap=s.warmup_output_cap,
+                                         first=parked.first, ttl_s=s.pool_ttl_s,
+                                         first_trial_twice=s.first_trial_twice)
 
     def suits(self, actor, engine: EngineConfig) -> bool:
         """Whether a spare actor may host `engine`: a pooled one is named after the engine it was made for."""
@@ -128,13 +143,13 @@ class ActorPool:
         return self.keep and id(actor) in self.named
 
     def _pool_entry(self, engine: EngineConfig, bundle: Optional[tuple]):
-        from runner.execution.pooled import PoolEntry
-        from runner.scheduling.pool_identity import summary_of
+        from runner.pool.identity import summary_of
+        from runner.pool.member import PoolEntry
 
         identity = self.identity(engine)
         return PoolEntry(pool=self.settings.pool, name=identity.actor_name, identity=identity.as_dict(),
-                         summary=summary_of(engine), ttl_s=self.settings.pool_ttl_s, holder=self.holder,
-                         bundle=bundle_key(bundle))
+                         summary=summary_of(engine), ttl_s=self.settings.pool_ttl_s, holder=self.holder.job,
+                         holder_handle=self.holder.handle, bundle=bundle_key(bundle))
 
     def new(self, engine: EngineConfig, *, lane: int, lanes: int, bundle: Optional[tuple]):
         """A fresh actor for `engine` on lane `lane` of `lanes` (its process only: no engine yet)."""
@@ -161,9 +176,12 @@ class ActorPool:
         kwargs = dict(env=env, keys=self.keys, slo=s.slo, warmup=s.warmup, warmup_output_cap=s.warmup_output_cap,
                       first_trial_twice=s.first_trial_twice, engine_start=resolve(s.engine_start))
         if self.keep:
+            from runner.pool.actor import PooledEngineActor
+
             entry = self._pool_entry(engine, bundle)
+            pooled_class = ray.remote(max_restarts=0, **options)(PooledEngineActor)
             try:
-                actor = actor_class.options(name=entry.name, lifetime="detached").remote(**kwargs, pool_entry=entry)
+                actor = pooled_class.options(name=entry.name, lifetime="detached").remote(**kwargs, pool_entry=entry)
             except ValueError:  # the pool's engine of that name is held by another running command
                 return actor_class.remote(**kwargs)
             self.named[id(actor)] = engine.engine_id
@@ -248,11 +266,9 @@ class ActorPool:
 
     def finish(self) -> None:
         """The run is over: pooled engines it claimed and never woke go back to the pool (no holder)."""
-        import ray
-
-        refs = [p.actor.park.remote() for p in self.parked.values() if p.first]
-        if refs:
-            ray.wait(refs, num_returns=len(refs), timeout=self.settings.shutdown_timeout_s)
+        unused = [p.actor for p in self.parked.values() if p.first]
+        if unused:
+            self.engine_pool.park(unused, timeout_s=self.settings.shutdown_timeout_s)
 
     def abandon(self, actors: list, *, loaded: Optional[list] = None) -> None:
         """Stop in seconds: every engine (and those retiring) shut down at once, bounded, then killed. Pooled
@@ -267,8 +283,7 @@ class ActorPool:
             self.dying.clear()
             self.parked.clear()
             if keep:
-                refs = [a.park.remote() for a in keep.values()]
-                ray.wait(refs, num_returns=len(refs), timeout=self.settings.shutdown_timeout_s)
+                self.engine_pool.park(list(keep.values()), timeout_s=self.settings.shutdown_timeout_s)
             actors = list({id(a): a for a in actors}.values())
             # Engines first (ray.kill alone may orphan an engine core child), all at once and bounded.
             refs = []

@@ -46,7 +46,7 @@ class ExecutionSettings:
     cpu_kv_gib: float  # VLLM_CPU_KVCACHE_SPACE, for the CPU residency plan
     engine_start: EngineStart  # how vLLM's engine-core process starts in an actor
     sleep_pin_ahead: bool  # a sleeping engine's first sleep pinned during its init (execution.sleep_pin_ahead)
-    keep_engines: bool  # engines outlive the command, in the pool `pool` (runner.scheduling.engine_pool)
+    keep_engines: bool  # engines outlive the command, in the pool `pool` (runner.pool)
     pool: str
     pool_ttl_s: float  # a pooled engine idle this long ends itself
     engines_per_gpu: int  # engines side by side on one GPU, each in a lane of its own (cluster.engines_per_gpu)

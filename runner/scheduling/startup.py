@@ -210,8 +210,8 @@ def start_ray(cluster: ClusterSection, *, device: str, pool: Optional[str] = Non
     if pool is None:
         connect_ray(address=cluster.address)
     else:
-        from runner.scheduling.pool_head import ensure_head
-        from runner.scheduling.pool_identity import pool_namespace
+        from runner.pool.head import ensure_head
+        from runner.pool.identity import pool_namespace
 
         address = cluster.address or ensure_head(say=lambda line: print(line, flush=True)).address
         connect_ray(address=address, namespace=pool_namespace(pool))

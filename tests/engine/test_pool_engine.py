@@ -38,7 +38,7 @@ def cache(tmp_path_factory):
             (folder / name).symlink_to(cache_root() / name)
     yield folder
     pool("release", "--all", cache=folder)
-    from runner.scheduling import pool_head
+    from runner.pool import head as pool_head
 
     os.environ["RUNNER_CACHE_DIR"], previous = str(folder), os.environ.get("RUNNER_CACHE_DIR")
     try:

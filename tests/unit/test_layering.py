@@ -29,20 +29,26 @@ import pytest
 RUNNER = Path(__file__).resolve().parents[2] / "runner"
 
 FORBIDDEN = {  # package under runner/ -> what nothing in it may import
-    "models": ("runner.execution", "runner.scheduling", "runner.report", "runner.cli", "runner.command"),
-    "plan": ("runner.execution", "runner.scheduling", "runner.sinks", "runner.report", "runner.cli",
+    "models": ("runner.execution", "runner.pool", "runner.scheduling", "runner.report", "runner.cli",
+               "runner.command"),
+    "plan": ("runner.execution", "runner.pool", "runner.scheduling", "runner.sinks", "runner.report", "runner.cli",
              "runner.command"),
-    "measurement": ("runner.execution", "runner.scheduling", "runner.report", "runner.cli", "runner.command"),
-    "sinks": ("runner.execution", "runner.scheduling", "runner.report", "runner.cli", "runner.command",
-              "runner.vllm"),
-    "report": ("runner.execution", "runner.scheduling", "runner.sinks", "runner.cli", "runner.command"),
-    "execution": ("runner.scheduling", "runner.report", "runner.cli", "runner.command"),
+    "measurement": ("runner.execution", "runner.pool", "runner.scheduling", "runner.report", "runner.cli",
+                    "runner.command"),
+    "sinks": ("runner.execution", "runner.pool", "runner.scheduling", "runner.report", "runner.cli",
+              "runner.command", "runner.vllm"),
+    "report": ("runner.execution", "runner.pool", "runner.scheduling", "runner.sinks", "runner.cli",
+               "runner.command"),
+    "execution": ("runner.pool", "runner.scheduling", "runner.report", "runner.cli", "runner.command"),
+    # Engine pools: above the actor (a pooled actor is an engine actor), below the driver that claims from them.
+    "pool": ("runner.scheduling", "runner.report", "runner.cli", "runner.command"),
     "scheduling": ("runner.report", "runner.cli", "runner.command"),
     "config": ("runner.vllm",),
 }
 # The driver's policies and descriptions: plain logic over the plan and the settings, testable without Ray.
-PURE_DRIVER = ("order", "residency", "stops", "device", "settings", "describe", "actor_spec", "race", "lane",
-               "pool_identity")
+PURE_DRIVER = ("order", "residency", "stops", "device", "settings", "describe", "actor_spec", "race", "lane")
+# The pools' pure modules: identities and names, the lease and its clock.
+PURE_POOL = ("identity", "member")
 # The one exception: the Parquet sink owns the on-disk layout (part files, then one compacted file per table),
 # so reading results back goes through its readers; nothing that writes may be imported.
 READ_HELPERS = {"table_path", "parts_dir", "part_files", "has_table", "read_table", "read_frame", "read_rows"}
@@ -119,15 +125,16 @@ def test_layer_imports_nothing_above_it(package):
     assert not violations, "\n".join(violations)
 
 
-@pytest.mark.parametrize("module", PURE_DRIVER)
-def test_the_drivers_pure_modules_import_no_ray(module):
-    name = f"runner.scheduling.{module}"
+@pytest.mark.parametrize("name", [f"runner.scheduling.{m}" for m in PURE_DRIVER] +
+                         [f"runner.pool.{m}" for m in PURE_POOL])
+def test_the_drivers_pure_modules_import_no_ray(name):
     assert name in MODULES
+    package = name.rpartition(".")[0]
     seen = [name]
     for current in seen:  # what it imports from runner, transitively, must be free of Ray too
         for line, target, _ in imports(current):
             assert not within(target, "ray"), f"{MODULES[current].relative_to(RUNNER.parent)}:{line} imports {target}"
-            if target in MODULES and target not in seen and within(target, "runner.scheduling"):
+            if target in MODULES and target not in seen and within(target, package):
                 seen.append(target)
 
 

@@ -89,6 +89,7 @@ class _Call:
 
 
 def _pooled_lane():
+    from runner.pool.pools import Holder
     from runner.scheduling.actors import Parked
 
     log: list[str] = []
@@ -96,6 +97,7 @@ def _pooled_lane():
     s = settings(device="cpu", keep_engines=True)
     pool = ActorPool(settings=s, keys=RunKeys(sweep="s", run_id="r"), log_dir="/tmp")
     pool.parked["e0"] = Parked(actor=PooledActor(log, "a0"), first=True)
+    pool._holder = Holder(job="01000000", handle=None)  # as its claim made it (no Ray here)
     steps = LaneSteps(plan=plan, model_cfg={}, settings=s, held=HeldEngines(pool=pool), recorder=Recorder(),
                       race=Race(plan=plan, enabled=False, tie_band=0.02, seed=0), deadline=Deadline(deadline_s=None))
     lane = Lane(index=0, steps=collections.deque(round_steps(plan, engine_ids=["e0", "e1"])))

@@ -10,11 +10,11 @@ import pytest
 from runner.config.checks import ConfigError
 from runner.config.execution import ExecutionSection
 from runner.config.sections import ModelSection
-from runner.execution.pooled import Membership, PoolEntry
 from runner.plan.grid import EngineConfig
+from runner.pool.identity import (PoolIdentity, adoptable, engine_env, identity_of, pool_namespace,
+                                  pool_of_namespace)
+from runner.pool.member import Membership, PoolEntry
 from runner.schema import EngineSettings
-from runner.scheduling.pool_identity import (PoolIdentity, adoptable, engine_env, identity_of, pool_namespace,
-                                             pool_of_namespace)
 
 MODEL = ModelSection(name="tiny-mtp", builtin="tiny_mtp")
 
@@ -99,12 +99,16 @@ def test_a_trial_in_progress_is_never_idle():
 
 
 def test_a_claim_is_refused_only_while_another_running_command_holds_the_engine():
+    from runner.pool.liveness import HolderCheck, Liveness
+
+    alive, gone = HolderCheck(liveness=Liveness.ALIVE), HolderCheck(liveness=Liveness.GONE)
     m = Membership(entry=entry())
-    assert m.may_claim("a", holder_alive=False)
-    m.holder = "a"
-    assert m.may_claim("a", holder_alive=True)
-    assert not m.may_claim("b", holder_alive=True)
-    assert m.may_claim("b", holder_alive=False)  # its command was killed
+    assert m.refusal("a") is None  # free: no check needed
+    m.hold("a", None)
+    assert m.refusal("a") is None  # its own
+    assert not m.needs_check("a") and m.needs_check("b")
+    assert "held by the running command" in m.refusal("b", alive)
+    assert m.refusal("b", gone) is None  # its command was killed
 
 
 @pytest.mark.parametrize("values,fix", [
@@ -125,7 +129,7 @@ def test_pool_defaults():
 
 
 def test_the_pool_head_starts_without_a_ray_script_on_path(monkeypatch, tmp_path):
-    from runner.scheduling import pool_head
+    from runner.pool import head as pool_head
 
     monkeypatch.setattr(pool_head.shutil, "which", lambda name: None)
     monkeypatch.setattr(pool_head.sys, "executable", str(tmp_path / "python3"))

@@ -48,7 +48,7 @@ def main(argv: list[str]) -> int:
 def _address(given: Optional[str]) -> Optional[str]:
     if given:
         return given
-    from runner.scheduling.pool_head import running_head
+    from runner.pool.head import running_head
 
     head = running_head()
     return head.address if head is not None else None
@@ -73,14 +73,14 @@ def _disconnect() -> None:
 
 
 def _list(address: str, *, as_json: bool = False) -> int:
-    from runner.scheduling.engine_pool import pool_rows
+    from runner.pool.pools import EnginePool
 
-    rows = pool_rows()
+    rows = EnginePool().list()
     if as_json:
         import json
 
         for r in rows:
-            print(json.dumps({**r, "address": address}))
+            print(json.dumps({**r.as_dict(), "address": address}))
         return 0
     if not rows:
         print(f"no pooled engines on {address} (`vllm-sweep pool release --all` stops the pool's Ray head)")
@@ -88,8 +88,8 @@ def _list(address: str, *, as_json: bool = False) -> int:
     print(f"engine pools on {address}:")
     table = [("POOL", "ENGINE", "MODEL", "STATE", "IDLE", "TTL LEFT", "WARM SHAPES")]
     for r in rows:
-        table.append((r["pool"], r["engine"] or r["name"], r["model"], str(r["state"]), _duration(r["idle_s"]),
-                      _duration(r["ttl_left_s"]), str(r["warm_shapes"] if r["warm_shapes"] is not None else "")))
+        table.append((r.pool, r.engine or r.name, r.model, str(r.state), _duration(r.idle_s),
+                      _duration(r.ttl_left_s), str(r.warm_shapes if r.warm_shapes is not None else "")))
     widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
     for row in table:
         print("  " + "  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
@@ -97,24 +97,24 @@ def _list(address: str, *, as_json: bool = False) -> int:
 
 
 def _release(address: str, *, pools: Optional[set[str]], own_head: bool) -> int:
-    from runner.scheduling.engine_pool import pooled_actors, release
+    from runner.pool.pools import EnginePool, release_pools
 
-    existing = {a.pool for a in pooled_actors()}
+    existing = {a.pool for a in EnginePool().actors()}
     missing = sorted((pools or set()) - existing)
     if missing:
         print(f"error: no pool {', '.join(missing)} on {address} (pools: {', '.join(sorted(existing)) or 'none'}; "
               f"fix: vllm-sweep pool list)", file=sys.stderr)
         return 2
-    rows = release(pools)
+    rows = release_pools(pools, say=lambda line: print(line, file=sys.stderr))
     for r in rows:
-        print(f"released {r['pool']}: {r['engine'] or r['name']} ({r['state']})")
-    left = pooled_actors()
+        print(f"released {r.pool}: {r.engine or r.name} ({r.state})")
+    left = EnginePool().actors()
     if left:
         print(f"{len(left)} pooled engine(s) left in {', '.join(sorted({a.pool for a in left}))}")
         return 0
     if own_head:
         _disconnect()
-        from runner.scheduling.pool_head import stop_head
+        from runner.pool.head import stop_head
 
         head = stop_head()
         if head is not None:
