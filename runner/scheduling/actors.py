@@ -94,7 +94,7 @@ class ActorPool:
                            device=self.policy.name, vllm_version=self._vllm_version,
                            env=actor_env(base=self.settings.env, engine=engine))
 
-    def claim(self, engines: list[EngineConfig]) -> list[str]:
+    def take_from_pool(self, engines: list[EngineConfig]) -> list[str]:
         """The pool's engines among `engines`, claimed for this command (woken instead of loaded); their ids."""
         if not self.keep or not engines:
             return []

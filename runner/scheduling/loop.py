@@ -109,7 +109,7 @@ class Scheduler:
         # Engines an earlier stage of this command left loaded are this command's already.
         held = {e for lane in lanes for e in lane.residents}
         needed = dict.fromkeys(step.engine_id for lane in lanes for step in lane.steps if step.engine_id not in held)
-        found = self.pool.claim([plan.engine(engine_id) for engine_id in needed])
+        found = self.pool.take_from_pool([plan.engine(engine_id) for engine_id in needed])
         print(pool_line(self.settings.pool, found=found, needed=len(needed)), flush=True)
 
     def abandon(self) -> None:
