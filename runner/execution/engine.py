@@ -259,8 +259,9 @@ class OfflineEngineHost(EngineHost):
             if self._asleep:
                 try:
                     self._llm.wake_up()
-                except Exception:
-                    pass
+                except Exception as exc:  # shut down all the same; the engine's log says why it went down asleep
+                    print(f"runner: the wake before shutdown failed ({type(exc).__name__}: {exc}); shutting the "
+                          f"engine down asleep", flush=True)
             vllm_engine.shutdown_offline(self._llm)
             self._llm = None
 

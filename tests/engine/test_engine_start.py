@@ -22,8 +22,8 @@ def _report_env_then_wait(path: str) -> None:
 
 
 def test_auto_is_the_fork_server_and_an_explicit_method_stays():
-    assert fork_server.resolve(EngineStart.AUTO) is EngineStart.FORKSERVER
-    assert fork_server.resolve(EngineStart.SPAWN) is EngineStart.SPAWN
+    assert EngineStart.AUTO.resolved() is EngineStart.FORKSERVER
+    assert EngineStart.SPAWN.resolved() is EngineStart.SPAWN
 
 
 def test_a_forked_engine_core_carries_the_environment_and_dies_with_its_fork_server(tmp_path, monkeypatch):
