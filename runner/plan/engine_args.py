@@ -87,6 +87,25 @@ def _installed_key() -> Optional[tuple[str, str]]:
     return version, f"{int(st.st_mtime_ns)}-{st.st_size}"
 
 
+def installed_takes(name: str) -> Optional[bool]:
+    """Whether the installed vLLM's engine arguments (AsyncEngineArgs' fields, declared in its arg_utils.py) include
+    `name`, read without importing vLLM; None where vLLM is not installed. The contract test holds it against the
+    imported fields (tests/unit/test_vllm_contract.py)."""
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec("vllm")
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    try:
+        text = (Path(list(spec.submodule_search_locations)[0]) / "engine" / "arg_utils.py").read_text()
+    except OSError:
+        return None
+    return re.search(rf"^\s+{re.escape(name)}\s*:", text, re.MULTILINE) is not None
+
+
 def installed_vllm_version() -> str:
     """The installed vLLM's version, read without importing it ("none" where vLLM is not installed)."""
     key = _installed_key()
