@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Optional
 
 from runner.config.checks import ConfigError
-from runner.config.sections import ENGINE_AXES, TRIAL_AXES, ArmSection, ModelSection, RunConfig, SweepSection  # noqa: F401
+from runner.config.sections import (ENGINE_AXES, TRIAL_AXES, ArmSection, ModelSection, RunConfig,  # noqa: F401
+                                     SweepSection)
 from runner.plan.vllm_args import Target, VllmArgs, vllm_args
 from runner.schema import EngineSettings
 from runner.spec_arm import SpecArm, spec_arms

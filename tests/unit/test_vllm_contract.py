@@ -110,3 +110,15 @@ def test_the_step_logger_reads_scheduler_stats_only_through_the_seam():
 
     source = inspect.getsource(step_logger)
     assert "num_running_reqs" not in source and "finished_requests" not in source
+
+
+def test_the_plans_reading_of_an_engine_argument_agrees_with_the_imported_fields():
+    """The plan reads whether vLLM takes per_request_spec_decode_metrics from its arg_utils.py, without importing
+    it; here, against AsyncEngineArgs' fields."""
+    from runner.plan.engine_args import installed_takes
+    from runner.vllm.engine import engine_arg_names, per_request_spec_supported
+
+    assert installed_takes("per_request_spec_decode_metrics") is per_request_spec_supported()
+    assert all(installed_takes(name) for name in ("max_model_len", "enable_prefix_caching", "speculative_config"))
+    assert installed_takes("not_an_engine_argument") is False
+    assert {"max_model_len", "speculative_config"} <= engine_arg_names()
