@@ -126,6 +126,9 @@ class EngineRecord(EngineSettings):
     # Engine arguments the runner added for the installed vLLM (JSON), e.g. PIECEWISE CUDA graphs for a
     # draft-count schedule on a vLLM that does not switch to them itself; null: none.
     added_engine_args_json: Optional[str] = None
+    # Every argument the engine was started with (JSON, keys sorted), as the plan built them (runner.plan.vllm_args)
+    # with the model's folder on the node that loaded it; the recommendation reads them back. Null: it did not start.
+    vllm_args_json: Optional[str] = None
     # Woken from the engine pool (execution.keep_engines) instead of loaded: load_s is null, the `start` span a wake.
     reused_from_pool: bool = False
     # Engines side by side on its GPU (cluster.engines_per_gpu), each with its own share of it.

@@ -65,7 +65,7 @@ class EngineActor:
         self.first_trial_twice = first_trial_twice
         self.first_run_due = False
         # How vLLM's engine-core process starts (runner/vllm/fork_server.py); installed once, in prepare.
-        self.engine_start = EngineStart(engine_start)
+        self.engine_start = EngineStart(engine_start).resolved()
         self.start_method = None
         # start() waits for a spare's prepare() still importing: a second vLLM import beside it fails.
         self._setup = asyncio.Lock()
@@ -239,8 +239,9 @@ class EngineActor:
             if getattr(self.host, "_asleep", False):  # exiting asleep crashed vLLM's cumem allocator
                 try:
                     await self.host.wake_up()
-                except Exception:
-                    pass
+                except Exception as exc:  # shut down all the same; the engine's log says why it went down asleep
+                    print(f"runner: the wake before shutdown failed ({type(exc).__name__}: {exc}); shutting the "
+                          f"engine down asleep", flush=True)
             self.host.shutdown()
             self.host = None
 
@@ -261,10 +262,11 @@ class EngineActor:
         return memory_report()
 
     def _install_start_method(self) -> None:
-        from runner.vllm.fork_server import use_start_method
+        from runner.vllm.fork_server import use_fork_server
 
         if self.start_method is None:
-            self.start_method = use_start_method(self.engine_start)
+            forked = use_fork_server(self.engine_start is EngineStart.FORKSERVER)
+            self.start_method = EngineStart.FORKSERVER if forked else EngineStart.SPAWN
 
     async def sleep(self) -> float:
         """Level 1 (weights to host RAM, KV dropped); returns the seconds it took."""

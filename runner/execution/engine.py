@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import socket
 import time
@@ -12,34 +13,25 @@ from runner.measurement.sampling import GREEDY, Sampling
 from runner.measurement.workloads.base import RequestResult
 from runner.models.source import ModelSource
 from runner.plan.grid import EngineConfig
-from runner.plan.spec_variants import speculative_config
 from runner.vllm import engine as vllm_engine
 from runner.vllm.device import is_cpu
 from runner.vllm.outputs import engine_side, token_times
-from runner.vllm.spec_compat import with_version_compat
 
 
 def engine_kwargs(*, engine: EngineConfig, model: ModelSource) -> dict:
-    """The keyword arguments for vLLM's `AsyncEngineArgs`."""
-    s = engine.settings
-    kwargs = dict(engine.engine_args)
-    kwargs.update(
-        model=model.path,
-        tokenizer=model.tokenizer or model.path,
-        load_format=model.load_format,
-        max_model_len=s.max_model_len,
-        gpu_memory_utilization=s.gpu_memory_utilization,
-        enable_prefix_caching=s.enable_prefix_caching,
-        tensor_parallel_size=s.tensor_parallel_size,
-        disable_log_stats=False,
-        worker_extension_cls="runner.vllm.worker_probe.MemoryProbe",
-    )
-    spec = speculative_config(s, engine.spec_extra)
-    if spec is not None:
-        kwargs["speculative_config"] = spec
-        if vllm_engine.per_request_spec_supported():
-            kwargs.setdefault("per_request_spec_decode_metrics", "summary")
-    return kwargs
+    """The keyword arguments for vLLM's `AsyncEngineArgs`: the plan's (runner.plan.vllm_args), with the model's
+    folder on this node."""
+    if engine.vllm_args is None:
+        raise ValueError(f"engine {engine.engine_id} carries no vLLM arguments (fix: plan it with "
+                         f"runner.plan.grid.build_plan)")
+    return engine.vllm_args.located(path=model.path, tokenizer=model.tokenizer,
+                                    load_format=model.load_format).as_dict()
+
+
+def ran_columns(kwargs: dict, engine: EngineConfig) -> dict:
+    """The engine row's record of its arguments: all it ran, and what the runner added for this vLLM."""
+    return {"vllm_args_json": json.dumps(kwargs, sort_keys=True, separators=(",", ":")),
+            "added_engine_args_json": engine.vllm_args.added_json}
 
 
 def per_request_spec_status(kwargs: dict) -> str:
@@ -70,14 +62,14 @@ class EngineHost:
         # Requests this host saw finish: a measure window waits until vLLM's counters have counted them all.
         self.finished_requests = 0
         self.request_seeds = True  # see _seed
-        # Engine arguments the runner added for the installed vLLM (JSON; None: none), for the engine row.
-        self.added_engine_args: Optional[str] = None
+        # Engine arguments the runner added for the installed vLLM (JSON; None: none), for a failed start's row.
+        self.added_engine_args: Optional[str] = engine.vllm_args.added_json if engine.vllm_args else None
 
     async def start(self) -> dict:
         """Loads the engine; returns the engine-record columns it can fill."""
         from runner.execution.step_logger import StepLogger
 
-        kwargs, self.added_engine_args = with_version_compat(engine_kwargs(engine=self.config, model=self.model))
+        kwargs = engine_kwargs(engine=self.config, model=self.model)
         started = time.perf_counter()
         self._llm = vllm_engine.start_async(kwargs, stat_loggers=[StepLogger])
         load_s = time.perf_counter() - started
@@ -85,8 +77,7 @@ class EngineHost:
         if not self.vocab_size:
             self.vocab_size = self._vllm_config().model_config.get_vocab_size()
         return {"load_s": load_s, **self._capacity(), **await self._memory(), "api": "async",
-                "per_request_spec_metrics": per_request_spec_status(kwargs),
-                "added_engine_args_json": self.added_engine_args}
+                "per_request_spec_metrics": per_request_spec_status(kwargs), **ran_columns(kwargs, self.config)}
 
     def _vllm_config(self):
         return vllm_engine.engine_config(self._llm)
@@ -204,7 +195,7 @@ class OfflineEngineHost(EngineHost):
     async def start(self) -> dict:
         from runner.execution.step_logger import StepLogger
 
-        kwargs, self.added_engine_args = with_version_compat(engine_kwargs(engine=self.config, model=self.model))
+        kwargs = engine_kwargs(engine=self.config, model=self.model)
         started = time.perf_counter()
         self._llm = vllm_engine.start_offline(kwargs)
         load_s = time.perf_counter() - started
@@ -213,8 +204,7 @@ class OfflineEngineHost(EngineHost):
         if not self.vocab_size:
             self.vocab_size = self._vllm_config().model_config.get_vocab_size()
         return {"load_s": load_s, **self._capacity(), **await self._memory(), "api": "offline",
-                "per_request_spec_metrics": per_request_spec_status(kwargs),
-                "added_engine_args_json": self.added_engine_args}
+                "per_request_spec_metrics": per_request_spec_status(kwargs), **ran_columns(kwargs, self.config)}
 
     async def _rpc(self, method: str):
         return self._llm.collective_rpc(method)  # synchronous on LLM
@@ -259,8 +249,9 @@ class OfflineEngineHost(EngineHost):
             if self._asleep:
                 try:
                     self._llm.wake_up()
-                except Exception:
-                    pass
+                except Exception as exc:  # shut down all the same; the engine's log says why it went down asleep
+                    print(f"runner: the wake before shutdown failed ({type(exc).__name__}: {exc}); shutting the "
+                          f"engine down asleep", flush=True)
             vllm_engine.shutdown_offline(self._llm)
             self._llm = None
 

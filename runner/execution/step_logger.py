@@ -8,6 +8,7 @@ frontend process (the actor), so the tally is read there beside the Prometheus c
 from __future__ import annotations
 
 from runner.measurement import engine_steps
+from runner.vllm.step_stats import step_requests
 
 
 class StepLogger:
@@ -19,9 +20,9 @@ class StepLogger:
     def record(self, scheduler_stats, iteration_stats, mm_cache_stats=None, engine_idx: int = 0, **_) -> None:
         if scheduler_stats is None:
             return
-        finished = getattr(iteration_stats, "finished_requests", None) or ()
-        engine_steps.STEPS.add(engine_steps.step_batch_size(
-            num_running=getattr(scheduler_stats, "num_running_reqs", 0), num_finished=len(finished)))
+        counts = step_requests(scheduler_stats, iteration_stats)  # None: this vLLM renamed them (logged once)
+        if counts is not None:
+            engine_steps.STEPS.add(engine_steps.step_batch_size(num_running=counts[0], num_finished=counts[1]))
 
     def log_engine_initialized(self) -> None:
         pass

@@ -25,8 +25,13 @@ class DeferredEngineArgCheck:
         self.done = True
         from runner.plan.validate import validate
 
+        import sys
+
+        from runner.plan.engine_args import installed_vllm_version, unread_notice
+
         try:
             rules = self.pending.result()
-        except Exception:  # rules that cannot be read leave the arguments unchecked, as at once (load_spec: None)
+        except Exception as exc:  # as load_spec does: the arguments go unchecked, and the log says so
+            print(unread_notice(installed_vllm_version(), f"{type(exc).__name__}: {exc}"), file=sys.stderr, flush=True)
             rules = None
         validate(self.config, known_engine_args=rules)

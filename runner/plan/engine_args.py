@@ -87,6 +87,25 @@ def _installed_key() -> Optional[tuple[str, str]]:
     return version, f"{int(st.st_mtime_ns)}-{st.st_size}"
 
 
+def installed_takes(name: str) -> Optional[bool]:
+    """Whether the installed vLLM's engine arguments (AsyncEngineArgs' fields, declared in its arg_utils.py) include
+    `name`, read without importing vLLM; None where vLLM is not installed. The contract test holds it against the
+    imported fields (tests/unit/test_vllm_contract.py)."""
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec("vllm")
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    try:
+        text = (Path(list(spec.submodule_search_locations)[0]) / "engine" / "arg_utils.py").read_text()
+    except OSError:
+        return None
+    return re.search(rf"^\s+{re.escape(name)}\s*:", text, re.MULTILINE) is not None
+
+
 def installed_vllm_version() -> str:
     """The installed vLLM's version, read without importing it ("none" where vLLM is not installed)."""
     key = _installed_key()
@@ -135,8 +154,20 @@ def _from_json(data: dict) -> EngineArgSpec:
                          architecture_suffixes=tuple(data.get("architecture_suffixes") or ()))
 
 
+class RulesUnread(RuntimeError):
+    """The installed vLLM's rules could not be extracted; the message says why."""
+
+
+def unread_notice(vllm_version: str, reason: str) -> str:
+    """What the log says where the rules cannot be read: the checks that are off, and how to see the error."""
+    return (f"warning: vLLM {vllm_version}'s engine-argument rules could not be read ({reason}): engine.args, "
+            f"sweep.engine_axes, spec.<method> and the model's architecture are not checked before start (vLLM "
+            f"checks them as each engine starts) (fix: python -m runner.plan.engine_args --warm shows the error)")
+
+
 def load_spec(*, refresh: bool = False) -> Optional[EngineArgSpec]:
-    """The installed vLLM's engine-argument rules (None where vLLM is not installed or cannot be read)."""
+    """The installed vLLM's engine-argument rules; None where vLLM is not installed, or where its rules cannot be
+    read: then the log says so, and which checks are off (never in silence)."""
     path = cache_path()
     if path is None:
         return None
@@ -145,8 +176,10 @@ def load_spec(*, refresh: bool = False) -> Optional[EngineArgSpec]:
             return _from_json(json.loads(path.read_text()))
         except (OSError, ValueError, KeyError):
             pass  # a torn or old file: extract again
-    data = _extract_in_subprocess()
-    if data is None:
+    try:
+        data = _extract_in_subprocess()
+    except RulesUnread as exc:
+        print(unread_notice(installed_vllm_version(), str(exc)), file=sys.stderr, flush=True)
         return None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -176,20 +209,22 @@ def begin_spec():
         executor.shutdown(wait=False)
 
 
-def _extract_in_subprocess() -> Optional[dict]:
-    # A child process: vLLM's import-time output and state stay out of the driver.
+def _extract_in_subprocess() -> dict:
+    """The rules as JSON from a child process (vLLM's import-time output and state stay out of the driver); raises
+    RulesUnread, with the child's last words, where it gives none."""
     try:
         done = subprocess.run([sys.executable, "-m", "runner.vllm.arg_rules"], capture_output=True, text=True,
                               timeout=300, cwd=str(Path(__file__).resolve().parents[2]))
-    except (OSError, subprocess.TimeoutExpired):
-        return None
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise RulesUnread(f"{type(exc).__name__}: {exc}") from None
     if done.returncode != 0:
-        return None
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise RulesUnread(f"python -m runner.vllm.arg_rules exited {done.returncode}: {last}"[:400])
     lines = [ln for ln in done.stdout.splitlines() if ln.startswith("{")]
     try:
-        return json.loads(lines[-1]) if lines else None
-    except ValueError:
-        return None
+        return json.loads(lines[-1])
+    except (IndexError, ValueError):
+        raise RulesUnread("python -m runner.vllm.arg_rules printed no JSON line") from None
 
 
 # ---- checking one value (pure) ------------------------------------------------------------------------------
@@ -290,7 +325,12 @@ def describe_valid(rule: ArgRule) -> str:
 
 if __name__ == "__main__":
     if sys.argv[1:] == ["--warm"]:  # fill the cache ahead (set-up), so the first sweep does not pay vLLM's import
-        print(cache_path() if load_spec() is not None else "vLLM is not installed: nothing to cache")
+        if cache_path() is None:
+            print("vLLM is not installed: nothing to cache")
+            sys.exit(0)
+        if load_spec() is None:  # its warning says why the rules could not be read
+            sys.exit(1)
+        print(cache_path())
         sys.exit(0)
     print("usage: python -m runner.plan.engine_args --warm", file=sys.stderr)
     sys.exit(2)

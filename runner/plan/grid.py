@@ -6,10 +6,12 @@ import hashlib
 import itertools
 import json
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Optional
 
 from runner.config.checks import ConfigError
-from runner.config.sections import ENGINE_AXES, TRIAL_AXES, ArmSection, RunConfig, SweepSection  # noqa: F401
+from runner.config.sections import (ENGINE_AXES, TRIAL_AXES, ArmSection, ModelSection, RunConfig,  # noqa: F401
+                                     SweepSection)
+from runner.plan.vllm_args import Target, VllmArgs, vllm_args
 from runner.schema import EngineSettings
 from runner.spec_arm import SpecArm, spec_arms
 
@@ -54,11 +56,13 @@ def stable_hash(obj, *, length: int = 12) -> str:
 class EngineConfig:
     engine_id: str
     settings: EngineSettings
-    # Resolved engine arguments for vLLM, except the model path (resolved at run time).
+    # The engine arguments passed through (engine.args and sweep.engine_axes): engine_args_json's.
     engine_args: dict = field(hash=False, compare=False)
     spec_extra: dict = field(default_factory=dict, hash=False, compare=False)
     # "async" (AsyncLLM) or "offline" (LLM): one engine per process, so the api is part of the identity.
     api: str = "async"
+    # vLLM's complete arguments for this engine (runner.plan.vllm_args, the one builder); None: not a plan's engine.
+    vllm_args: Optional[VllmArgs] = field(default=None, hash=False, compare=False)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -156,8 +160,8 @@ def _arm_points(sweep: SweepSection, *, max_num_seqs: int) -> list[_ArmPoint]:
     return points
 
 
-def expand_engines(*, model: str, sweep: SweepSection, engine_args: dict, spec_extra: dict,
-                   tensor_parallel_size: int = 1) -> list[EngineConfig]:
+def expand_engines(*, model: ModelSection, sweep: SweepSection, engine_args: dict, spec_extra: dict,
+                   target: Target, tensor_parallel_size: int = 1) -> list[EngineConfig]:
     """Spec arms × acceptance profiles × the other engine axes × sweep.engine_axes, per explicit arm (sweep.arms)
     or for the grid; spec off takes no profile (it appears once)."""
     from runner.plan.spec_variants import DEFAULT_MAX_NUM_SEQS, engine_profile
@@ -176,14 +180,16 @@ def expand_engines(*, model: str, sweep: SweepSection, engine_args: dict, spec_e
             args = dict(engine_args)
             args.update(dict(zip(extra_axes, extras)))
             profile = engine_profile(profile, arm=arm, where=where, resolved=resolved)
-            settings = EngineSettings(model=model, spec_method=arm.method, num_speculative_tokens=arm.k,
+            settings = EngineSettings(model=model.name, spec_method=arm.method, num_speculative_tokens=arm.k,
                                       tensor_parallel_size=tensor_parallel_size,
                                       engine_args_json=json.dumps(args, sort_keys=True, default=str),
                                       spec_schedule=point.schedule.json() if point.schedule and not arm.off else None,
                                       spec_acceptance_profile=profile.text(), **dict(zip(scalars, values)))
             method_extra = dict((spec_extra or {}).get(arm.method) or {})
             engine = EngineConfig(engine_id=engine_id_of(settings, spec_extra=method_extra), settings=settings,
-                                  engine_args=args, spec_extra=method_extra)
+                                  engine_args=args, spec_extra=method_extra,
+                                  vllm_args=vllm_args(settings=settings, engine_args=args, spec_extra=method_extra,
+                                                      model=model, target=target))
             if engine.engine_id in seen:  # spec off under several profiles: one engine
                 continue
             seen.add(engine.engine_id)
@@ -284,8 +290,9 @@ def workload_apis(workloads: dict[str, dict]) -> list[str]:
 
 def build_plan(config: RunConfig) -> Plan:
     """The plan of a typed config (validated by runner.plan.validate first)."""
-    engines = expand_engines(model=config.model.name, sweep=config.sweep, engine_args=dict(config.engine.args),
-                             spec_extra=config.spec, tensor_parallel_size=config.engine.tensor_parallel_size)
+    engines = expand_engines(model=config.model, sweep=config.sweep, engine_args=dict(config.engine.args),
+                             spec_extra=config.spec, target=Target.of(config.engine.device),
+                             tensor_parallel_size=config.engine.tensor_parallel_size)
     workloads = config.workload
     if not workloads:
         raise PlanError("the sweep names no workload (fix: workload=[decode])")

@@ -15,6 +15,7 @@ from runner.plan.grid import PlanError
 from runner.plan.model_checks import check_model
 from runner.spec_arm import SPEC_METHODS, SpecArm
 from runner.plan.spec_variants import check_spec_variants
+from runner.plan.vllm_args import GRID_TO_VLLM, OWNED
 from runner.vllm.spec_config import speculative_config
 
 def grid_values(sweep: SweepSection) -> dict[str, list]:
@@ -130,29 +131,6 @@ def check_engine_args(*, args: Iterable[str], known, where: str) -> list[str]:
     return errors
 
 
-# Engine arguments the runner sets itself (each a row column or the model's own settings): passed through
-# engine.args or sweep.engine_axes they would make a row's labels differ from what the engine ran.
-RUNNER_OWNED = {
-    "speculative_config": "sweep.grid.spec_method=[mtp] sweep.grid.num_speculative_tokens=[2] "
-                          "(method extras: spec.<method>.<key>)",
-    "model": "model.path=<folder or hub id>, or model=<option>",
-    "tokenizer": "model.tokenizer=<path>",
-    "load_format": "model.load_format=<format>",
-    "max_model_len": "sweep.grid.max_model_len={values}",
-    "gpu_memory_utilization": "sweep.grid.gpu_memory_utilization={values}",
-    "enable_prefix_caching": "sweep.grid.enable_prefix_caching={values}",
-    "tensor_parallel_size": "engine.tensor_parallel_size={value}",
-    # vLLM 0.32's shortcuts into speculative_config.
-    "spec_method": "sweep.grid.spec_method={values}",
-    "spec_tokens": "sweep.grid.num_speculative_tokens={values}",
-    "spec_model": "+spec.<method>.model=<draft model path>",
-}
-# Grid axes that reach vLLM, and the engine argument whose rules their values follow (off and its k=0 are the
-# runner's own, never passed).
-GRID_TO_VLLM = {"enable_prefix_caching": "enable_prefix_caching", "gpu_memory_utilization": "gpu_memory_utilization",
-                "max_model_len": "max_model_len", "spec_method": "spec_method", "num_speculative_tokens": "spec_tokens"}
-
-
 def _yaml_text(value) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
@@ -181,10 +159,10 @@ def check_runner_owned(*, engine_args: dict, engine_axes: dict) -> list[str]:
     for where, args, as_list in (("engine.args", engine_args or {}, False),
                                  ("sweep.engine_axes", engine_axes or {}, True)):
         for name in args:
-            if name not in RUNNER_OWNED:
+            if name not in OWNED:  # the builder's keys (runner.plan.vllm_args): passed through, a row would lie
                 continue
             values = _values(args, name) if as_list else [args[name]]
-            fix = RUNNER_OWNED[name].format(values=_yaml_text(values), value=_yaml_text(values[0] if values else 1))
+            fix = OWNED[name].format(values=_yaml_text(values), value=_yaml_text(values[0] if values else 1))
             if name == "speculative_config":
                 fix = _spec_config_fix(values) or fix
             errors.append(f"{where}.{name} is set by the runner, not passed through (its rows would say "
@@ -273,7 +251,7 @@ def check_engine_arg_rules(*, spec, engine_args: dict, engine_axes: dict, grid: 
                 for axis in GRID_TO_VLLM if axis in grid]
     for where, name, values, as_list in sources:
         rule = spec.rules.get(GRID_TO_VLLM[name] if where == "sweep.grid" else name)
-        if rule is None or name in RUNNER_OWNED and where != "sweep.grid":
+        if rule is None or name in OWNED and where != "sweep.grid":
             continue
         for v in values:
             problem = value_problem(rule, v)

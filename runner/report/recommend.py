@@ -8,54 +8,32 @@ and the file says why.
 """
 from __future__ import annotations
 
-import json
 from typing import Any, Optional
 
 import pandas as pd
 
-from runner.spec_arm import SpecArm
 from runner.measurement.decision import DecisionKind, one_for_all
+from runner.plan.vllm_args import deployment, read_args
 from runner.report.arms import point_axes, point_coords
 from runner.report.verdict import (CAPACITY_OUTCOME, SINGLE_K_RULE, TIE_OUTCOME, describe_range, interval_range,
                                    ratio_range)
 from runner.schema import EngineStatus
 from runner.vllm.serve import serve_command
-from runner.vllm.spec_config import speculative_config
 
 CHOICE_RULE = ("per point, the simplest arm tied for first (spec off before speculation, the smaller k, then the "
                "sweep's arm order); one setting for all points: the arm tied for first at the most points, equal "
                "counts to the simpler arm")
 
 
-def _plain(value):
-    """numpy scalars → Python scalars, so that the YAML stays plain."""
-    if hasattr(value, "item"):
-        return value.item()
-    return value
-
-
-def engine_arguments(engine: dict, *, config: dict) -> dict[str, Any]:
-    """The vLLM engine arguments of one arm (what `LLM(...)` / `AsyncEngineArgs(...)` take)."""
+def engine_arguments(engine: dict, *, config: dict) -> Optional[dict[str, Any]]:
+    """The vLLM engine arguments of one arm (what `LLM(...)` / `AsyncEngineArgs(...)` take), read back from what
+    its engine ran (engines.vllm_args_json), as a deployment takes them (runner.plan.vllm_args.deployment): the
+    model as the config names it. None: the row has none (an engine of a run that predates the column)."""
+    ran = read_args(engine.get("vllm_args_json"))
+    if ran is None:
+        return None
     model_cfg = config.get("model") or {}
-    args: dict[str, Any] = {"model": model_cfg.get("path") or str(engine["model"])}
-    arm = SpecArm.of(engine["spec_method"], engine["num_speculative_tokens"])
-    schedule = engine.get("spec_schedule")  # a schedule arm deploys its schedule
-    spec = speculative_config(arm, extra=(config.get("spec") or {}).get(arm.method) or {},
-                              schedule=json.loads(schedule) if isinstance(schedule, str) else None)
-    if spec:
-        args["speculative_config"] = spec
-    args["enable_prefix_caching"] = bool(engine["enable_prefix_caching"])
-    args["gpu_memory_utilization"] = float(engine["gpu_memory_utilization"])
-    args["max_model_len"] = int(engine["max_model_len"])
-    args["tensor_parallel_size"] = int(engine["tensor_parallel_size"] or 1)
-    if model_cfg.get("load_format") not in (None, "auto"):
-        args["load_format"] = model_cfg["load_format"]
-    try:
-        extra = json.loads(engine.get("engine_args_json") or "{}")
-    except ValueError:
-        extra = {}
-    args.update({k: _plain(v) for k, v in extra.items()})
-    return args
+    return deployment(ran, model=model_cfg.get("path") or str(engine["model"]))
 
 
 def simplicity_of(engines: pd.DataFrame) -> dict[str, tuple]:
@@ -97,11 +75,11 @@ def _caveats(*, workload: str, choice: Optional[str], outcomes: pd.DataFrame, co
              min_repeats: int) -> list[str]:
     caveats = []
     model_cfg = config.get("model") or {}
-    args_text = str((engine or {}).get("engine_args_json") or "")
+    ran = read_args((engine or {}).get("vllm_args_json")) or {}
     if model_cfg.get("builtin") and not model_cfg.get("path"):
         caveats.append(f"model is the runner's built-in {model_cfg['builtin']!r} ({model_cfg.get('name')}): put your "
                        f"model's path in engine_args.model / the serve command")
-    if model_cfg.get("load_format") == "dummy" or '"load_format": "dummy"' in args_text \
+    if model_cfg.get("load_format") == "dummy" or ran.get("load_format") == "dummy" \
             or "dummy" in str((engine or {}).get("model", "")):
         caveats.append("dummy weights (load_format: dummy): speeds and acceptance are not those of the real model; "
                        "re-run with real weights before deploying")
@@ -133,6 +111,9 @@ def _caveats(*, workload: str, choice: Optional[str], outcomes: pd.DataFrame, co
             caveats.append("stopped early by the race: " + ", ".join(mine.arm))
     if choice is None:
         caveats.append("no recommendation: no point has a choice (too few repeats, a capacity wall or no result)")
+    elif engine is not None and read_args(engine.get("vllm_args_json")) is None:
+        caveats.append("no engine arguments: this run's engines table does not record what its engines ran "
+                       "(engines.vllm_args_json, written since the runner records it); re-run the arm to get them")
     return caveats
 
 
@@ -152,8 +133,8 @@ def recommendation(*, outcomes: pd.DataFrame, engines: pd.DataFrame, trials: pd.
         entry: dict[str, Any] = {"decided_by": metric_heading[workload], "choice": choice,
                                  "choice_per_load": choices_per_load(
                                      mine, where, point_axes(trials[trials.workload == workload]))}
-        if engine is not None:
-            args = engine_arguments(engine, config=config)
+        args = engine_arguments(engine, config=config) if engine is not None else None
+        if args is not None:
             entry["engine_args"] = args
             entry["vllm_serve"] = serve_command(args)
         entry["evidence"] = _evidence(mine, choice or "", where)

@@ -25,7 +25,11 @@ def engine_for_actor(engine: EngineConfig, *, sleep_mode: bool = False) -> Engin
         args["distributed_executor_backend"] = "mp"
     if sleep_mode:
         args.setdefault("enable_sleep_mode", True)
-    return engine if args == engine.engine_args else dataclasses.replace(engine, engine_args=args)
+    if args == engine.engine_args:
+        return engine
+    added = {k: v for k, v in args.items() if k not in engine.engine_args}
+    vllm_args = engine.vllm_args.with_defaults(added) if engine.vllm_args is not None else None
+    return dataclasses.replace(engine, engine_args=args, vllm_args=vllm_args)
 
 
 def cpu_binding(*, slot: int, cores_per_engine: float, total_cores: int) -> str:

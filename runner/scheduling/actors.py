@@ -156,7 +156,6 @@ class ActorPool:
         import ray
 
         from runner.execution.actor import EngineActor
-        from runner.vllm.fork_server import resolve
 
         s, policy = self.settings, self.policy
         # A pooled engine stays between turns like a resident one (a pooled CUDA engine sleeps in the pool).
@@ -174,7 +173,7 @@ class ActorPool:
                                                            total_cores=os.cpu_count() or 1)
         actor_class = ray.remote(max_restarts=0, **options)(EngineActor)
         kwargs = dict(env=env, keys=self.keys, slo=s.slo, warmup=s.warmup, warmup_output_cap=s.warmup_output_cap,
-                      first_trial_twice=s.first_trial_twice, engine_start=resolve(s.engine_start))
+                      first_trial_twice=s.first_trial_twice, engine_start=s.engine_start.resolved())
         if self.keep:
             from runner.pool.actor import PooledEngineActor
 

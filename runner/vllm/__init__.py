@@ -12,6 +12,7 @@ reason (`notice`); nothing falls back silently.
 | device         | read  | 0.26.0, 0.32.0 | CPU or CUDA, the device's total memory                                    |
 | arg_rules      | read  | 0.26.0, 0.32.0 | the engine-argument rules (child process of runner.plan.engine_args)      |
 | metrics        | read  | 0.26.0, 0.32.0 | the Prometheus counters vLLM keeps (vllm:* names)                         |
+| step_stats     | read  | 0.26.0, 0.32.0 | an engine step's running and finished requests (the stat logger's tally)  |
 | schedule_rules | read  | 0.26.0, 0.32.0 | vLLM's own validator of a draft-count schedule                            |
 | spec_compat    | read  | 0.26.0, 0.32.0 | PIECEWISE graphs for a schedule engine on CUDA (0.26 needs it)            |
 | worker_probe   | read  | 0.26.0, 0.32.0 | a worker extension reading weights and KV memory in the worker            |
@@ -23,7 +24,7 @@ reason (`notice`); nothing falls back silently.
 Pure builders beside them (no vLLM import, so that the report may use them): `spec_config` (the one
 `speculative_config`) and `serve` (the one `vllm serve` command line).
 
-Layering (tests/unit/test_layering.py): runner.vllm imports only runner.config and the shared values
-(runner.schema, runner.spec_arm); plan, execution, measurement, models and scheduling may import it; the report
-only its pure builders.
+Layering (tests/unit/test_layering.py): runner.vllm imports no runner package above it, only the shared values
+(runner.schema, runner.spec_arm): a setting of the run comes in as a value (fork_server.use_fork_server(wanted)).
+Plan, execution, measurement, models and scheduling may import it; the report only its pure builders.
 """

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Optional
 
+from runner.vllm import notice
 from runner.vllm.versions import Check
 
 
@@ -55,9 +56,12 @@ def start_offline(kwargs: dict, *, stat_logger=None):
 
 
 def add_stat_logger(llm, logger) -> bool:
+    """`logger` added to an `LLM`'s stat loggers; False (and the log says why) where this vLLM keeps them elsewhere."""
     manager = getattr(getattr(llm, "llm_engine", None), "logger_manager", None)
     loggers = getattr(manager, "stat_loggers", None)
     if not isinstance(loggers, list):
+        notice.unread("engine", "LLM.llm_engine.logger_manager.stat_loggers is not a list: the offline engine's "
+                      "steps are not counted (batch-size columns stay null)")
         return False
     loggers.append(logger)
     return True

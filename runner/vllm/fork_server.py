@@ -11,7 +11,7 @@ sets to spawn). On CPU that matters for the figures: a worker forked from a proc
 keeps that process's OpenMP settings instead of the ones vLLM sets for it (measured: spec-off decode ×0.77 at
 c=1 with forked workers; bench/engine_start.py).
 
-`method="spawn"` leaves vLLM as it is. The fork server is per actor process (one engine per actor) and stays
+Not forking leaves vLLM as it is (its own spawn). The fork server is per actor process (one engine per actor) and stays
 for the actor's life: vLLM watches its engine core through the fork server's status pipe (~0.35 GB PSS on CPU).
 """
 from __future__ import annotations
@@ -21,7 +21,6 @@ import multiprocessing
 import os
 from multiprocessing.context import ForkServerProcess
 
-from runner.config.execution import EngineStart
 from runner.vllm import notice
 from runner.vllm.ngram_jit import NGRAM_JIT_ENV
 from runner.vllm.ngram_jit import install as install_ngram_jit
@@ -33,14 +32,6 @@ PIECE = "fork_server"
 
 # Imported once in the fork server: what the engine core and its executor import before they run.
 PRELOAD = ("vllm.v1.engine.core", "vllm.v1.executor.multiproc_executor", "vllm.v1.executor.uniproc_executor")
-
-
-def resolve(method: EngineStart) -> EngineStart:
-    """auto: the fork server, on every device: loads faster with the same decode on CPU and on an H200 (figures in
-    docs/benchmarks.md)."""
-    if method is not EngineStart.AUTO:
-        return method
-    return EngineStart.FORKSERVER
 
 
 class _CarriedEnvProcess(ForkServerProcess):
@@ -142,22 +133,23 @@ def _engine_utils():
     return engine_utils
 
 
-def use_start_method(method: EngineStart) -> EngineStart:
-    """Installs `method` for the engine cores this process starts; returns the one in effect (spawn where this
-    vLLM has no place to install the fork server)."""
-    if method is EngineStart.SPAWN:
+def use_fork_server(wanted: bool) -> bool:
+    """Installs the fork server for the engine cores this process starts where `wanted`; returns whether it is in
+    effect (not where this vLLM has no place to install it: its engine cores are then spawned, and the log says
+    why). The caller's setting comes in as a value: the seam reads no runner config."""
+    if not wanted:
         notice.not_applied(PIECE, "engine_start=spawn: the engine core starts as vLLM has it")
-        return method
+        return False
     try:
         engine_utils = _engine_utils()
     except (ImportError, AttributeError) as exc:
         notice.not_applied(PIECE, f"{type(exc).__name__}: {exc}; the engine core is spawned")
-        return EngineStart.SPAWN
+        return False
     warm_fork_server()
     context = _ForkServerContext()
     engine_utils.get_mp_context = lambda: context
     notice.applied(PIECE, "vllm.v1.engine.utils.get_mp_context: the engine core forks from this actor's fork server")
-    return method
+    return True
 
 
 def check() -> Check:

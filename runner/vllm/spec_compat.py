@@ -5,12 +5,12 @@ vLLM 0.32 switches full CUDA graphs to PIECEWISE itself when a speculative_confi
 _maybe_override_dynamic_sd_cudagraph_mode`) but kept FULL_AND_PIECEWISE on an H200, and the schedule engine failed
 to start (ZeroDivisionError in the drafter's CUDA-graph set-up) where PIECEWISE or eager ran. So on CUDA every
 schedule engine gets `compilation_config.cudagraph_mode = PIECEWISE` (what 0.32 would choose anyway) unless its
-arguments already choose eager or a graph mode.
+arguments already choose eager or a graph mode. The plan adds it (runner.plan.vllm_args) and the engine row records
+it (added_engine_args_json).
 """
 from __future__ import annotations
 
 import json
-from typing import Optional
 
 from runner.vllm.device import is_cuda_alike
 from runner.vllm.spec_config import SCHEDULE_KEY
@@ -33,16 +33,6 @@ def schedule_graph_args(kwargs: dict, *, cuda: bool) -> dict:
     if (compilation or {}).get("cudagraph_mode") is not None:
         return {}
     return {"compilation_config": {**(compilation or {}), "cudagraph_mode": "PIECEWISE"}}
-
-
-def with_version_compat(kwargs: dict) -> tuple[dict, Optional[str]]:
-    """`kwargs` with what this vLLM needs added, and the added arguments as JSON for the engine row (None: none)."""
-    if not (kwargs.get("speculative_config") or {}).get(SCHEDULE_KEY):
-        return kwargs, None
-    added = schedule_graph_args(kwargs, cuda=is_cuda_alike())
-    if not added:
-        return kwargs, None
-    return {**kwargs, **added}, json.dumps(added, sort_keys=True, separators=(",", ":"))
 
 
 def check() -> Check:

@@ -67,6 +67,9 @@ PIECES: tuple[Piece, ...] = (
                     "vllm.config.model.iter_architecture_defaults, ModelRegistry.get_supported_archs"),
     Piece(name="metrics", module="metrics", kind=Kind.READ,
           relies_on="vllm.v1.metrics.reader.{get_metrics_snapshot,Counter,Gauge,Vector}, the vllm:* counter names"),
+    Piece(name="step_stats", module="step_stats", kind=Kind.READ,
+          relies_on="vllm.v1.metrics.stats.SchedulerStats.num_running_reqs, IterationStats.finished_requests "
+                    "(what a stat logger's record() receives)"),
     Piece(name="schedule_rules", module="schedule_rules", kind=Kind.READ,
           relies_on="vllm.v1.spec_decode.dynamic.utils.validate_and_normalize_dynamic_sd_schedule"),
     Piece(name="spec_compat", module="spec_compat", kind=Kind.READ, cuda_only=True,

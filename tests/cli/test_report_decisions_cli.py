@@ -13,7 +13,7 @@ from tests.support.results import slo_study
 
 
 def test_recommendation_yaml_content_and_settings_from_the_run_folder(tmp_path):
-    run = slo_study().write(tmp_path / "rec")
+    run = slo_study(load_format="dummy").write(tmp_path / "rec")
     (run / "config.yaml").write_text(yaml.safe_dump({
         "model": {"name": "m", "path": "/models/m", "load_format": "dummy"},
         "spec": {"mtp": {}}, "report": {"enabled": True, "tie_band": 0.02, "slo": {"ttft_p99_ms": 200},

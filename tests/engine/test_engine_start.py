@@ -2,6 +2,7 @@
 started (as a spawned one would) and goes when the fork server goes (which goes with its actor)."""
 from __future__ import annotations
 
+import json
 import os
 import time
 from pathlib import Path
@@ -22,8 +23,8 @@ def _report_env_then_wait(path: str) -> None:
 
 
 def test_auto_is_the_fork_server_and_an_explicit_method_stays():
-    assert fork_server.resolve(EngineStart.AUTO) is EngineStart.FORKSERVER
-    assert fork_server.resolve(EngineStart.SPAWN) is EngineStart.SPAWN
+    assert EngineStart.AUTO.resolved() is EngineStart.FORKSERVER
+    assert EngineStart.SPAWN.resolved() is EngineStart.SPAWN
 
 
 def test_a_forked_engine_core_carries_the_environment_and_dies_with_its_fork_server(tmp_path, monkeypatch):
@@ -76,6 +77,12 @@ def test_a_start_called_while_prepare_still_imports_forks_the_engine_core():
         ray.get(prepared, timeout=60)
         assert started.ok, started.failure_reason
         assert started.columns["engine_start"] == EngineStart.FORKSERVER.value
+        # The row records what the engine ran: the plan's arguments as built, with the node's model folder put in.
+        ran = json.loads(started.columns["vllm_args_json"])
+        planned = plan.engines[0].vllm_args.as_dict()
+        assert Path(ran["model"], "config.json").exists() and ran["tokenizer"] == ran["model"]
+        assert {k: v for k, v in ran.items() if k not in ("model", "tokenizer")} == {
+            k: v for k, v in planned.items() if k not in ("model", "tokenizer")}
         ray.get(actor.shutdown.remote(), timeout=120)
         ray.kill(actor)
     finally:

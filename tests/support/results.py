@@ -13,8 +13,8 @@ DECODE = {"input_len": 128, "output_len": 64}
 class Sweep:
     """Builds engines/trials/requests rows for one results folder, by arm name."""
 
-    def __init__(self, run_id: str = "fixture", *, device: str = "cpu-fixture"):
-        self.run_id, self.device = run_id, device
+    def __init__(self, run_id: str = "fixture", *, device: str = "cpu-fixture", load_format: str = "auto"):
+        self.run_id, self.device, self.load_format = run_id, device, load_format
         self.engines: dict[str, EngineRecord] = {}
         self.trials: list[TrialRecord] = []
         self.requests: list[RequestRecord] = []
@@ -27,6 +27,15 @@ class Sweep:
             model="m", spec_method=method, num_speculative_tokens=int(k), sweep="fx", run_id=self.run_id,
             engine_id=engine_id, status=status, kv_capacity_tokens=pool if status == "ok" else None,
             weights_gib=weights_gib, device_name=self.device, vllm_version="0.32.0", **failure)
+        if status == "ok":  # what the engine ran, as the plan builds it, loaded from a fixture folder
+            from runner.config.sections import ModelSection
+            from runner.plan.vllm_args import Target, vllm_args
+
+            args = vllm_args(settings=self.engines[arm], engine_args={}, spec_extra={},
+                             model=ModelSection(name="m", load_format=self.load_format),
+                             target=Target(cuda=False, per_request_metrics=True))
+            self.engines[arm].vllm_args_json = args.located(path="/fixture/models/m", tokenizer=None,
+                                                            load_format=self.load_format).json
         return engine_id
 
     def trial(self, arm: str, *, workload: str = "decode", params: dict = DECODE, concurrency: int = 1,
@@ -120,12 +129,12 @@ def report_fixture(run_dir: Path) -> Path:
     return multi_turn_study(s).write(run_dir)
 
 
-def slo_study() -> Sweep:
+def slo_study(*, load_format: str = "auto") -> Sweep:
     """off and mtp:2 at c = 1, 4, 16, 3 repeats. TTFT p99 (ms): off 50, 100, 300; mtp:2 40, 80, 140.
     Aggregate tok/s: off 100, 380, 1200; mtp:2 150, 420, 900. SLO: TTFT p99 ≤ 200 ms.
     Known answers: at c=1 and 4 mtp:2 has the most tok/s per device; at c=16 only mtp:2 meets the SLO.
     off sustains ≈ 4 + (200 − 100) / (300 − 100) × 12 = 10 sessions; mtp:2 every measured point (≥ 16)."""
-    s = Sweep()
+    s = Sweep(load_format=load_format)
     s.engine("off")
     s.engine("mtp:2")
     figures = {"off": {1: (50, 100), 4: (100, 380), 16: (300, 1200)},

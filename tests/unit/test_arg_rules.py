@@ -84,3 +84,20 @@ def test_what_the_plan_cached_is_this_extraction(extracted):
     assert spec is not None and spec.vllm_version == extracted["vllm_version"]
     assert set(spec.rules) == set(extracted["rules"])
     assert set(spec.speculative) == set(extracted["speculative"])
+
+
+def test_rules_that_cannot_be_read_say_so_and_which_checks_are_off(tmp_path, monkeypatch, capsys):
+    """A failed extraction is a warning naming what goes unchecked, never a silent None."""
+    from runner.plan import engine_args
+
+    monkeypatch.setattr(engine_args, "cache_path", lambda: tmp_path / "rules.json")
+
+    def broken(*_, **__):
+        raise engine_args.RulesUnread("python -m runner.vllm.arg_rules exited 1: ImportError: renamed")
+
+    monkeypatch.setattr(engine_args, "_extract_in_subprocess", broken)
+    assert engine_args.load_spec() is None
+    err = capsys.readouterr().err
+    assert "engine-argument rules could not be read (python -m runner.vllm.arg_rules exited 1: ImportError: " \
+           "renamed)" in err and "not checked before start" in err and "--warm shows the error" in err
+    assert not (tmp_path / "rules.json").exists()

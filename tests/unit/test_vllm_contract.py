@@ -52,7 +52,7 @@ def test_every_piece_was_checked_on_both_versions_and_the_installed_one_is_among
 
 def test_a_patch_says_when_it_does_not_apply(capsys):
     assert not ngram_jit.install() or _cuda()  # the CPU worker runs in a process of its own
-    assert fork_server.use_start_method(fork_server.EngineStart.SPAWN) is fork_server.EngineStart.SPAWN
+    assert fork_server.use_fork_server(False) is False
     lines = capsys.readouterr().err.splitlines()
     if not _cuda():
         assert any(line.startswith("runner: vllm patch ngram_jit: not applied: CUDA only") for line in lines)
@@ -84,3 +84,41 @@ def test_sleep_pinning_says_whether_it_applied(monkeypatch, capsys):
     assert lines[0].startswith("runner: vllm patch sleep_pinning: applied (")
     assert lines[1] == ("runner: vllm patch sleep_pinning: not applied: AttributeError: missing "
                         "Worker.compile_or_warm_up_model; the first sleep pins as vLLM has it")
+
+
+def test_a_renamed_step_field_is_not_read_as_zero(capsys):
+    """The stat logger's figures go through the seam: a field vLLM renamed leaves the step uncounted and says so,
+    once, instead of counting every step as batch size 0."""
+    from types import SimpleNamespace
+
+    from runner.vllm import step_stats
+
+    assert step_stats.step_requests(SimpleNamespace(num_running_reqs=3),
+                                    SimpleNamespace(finished_requests=[1])) == (3, 1)
+    assert step_stats.step_requests(SimpleNamespace(num_running_reqs=2), None) == (2, 0)
+    renamed = SimpleNamespace(running_requests=3)
+    assert step_stats.step_requests(renamed, None) is None
+    assert step_stats.step_requests(renamed, None) is None
+    lines = [ln for ln in capsys.readouterr().err.splitlines() if "vllm read step_stats" in ln]
+    assert len(lines) == 1 and "has no integer num_running_reqs" in lines[0] and "stay null" in lines[0]
+
+
+def test_the_step_logger_reads_scheduler_stats_only_through_the_seam():
+    import inspect
+
+    from runner.execution import step_logger
+
+    source = inspect.getsource(step_logger)
+    assert "num_running_reqs" not in source and "finished_requests" not in source
+
+
+def test_the_plans_reading_of_an_engine_argument_agrees_with_the_imported_fields():
+    """The plan reads whether vLLM takes per_request_spec_decode_metrics from its arg_utils.py, without importing
+    it; here, against AsyncEngineArgs' fields."""
+    from runner.plan.engine_args import installed_takes
+    from runner.vllm.engine import engine_arg_names, per_request_spec_supported
+
+    assert installed_takes("per_request_spec_decode_metrics") is per_request_spec_supported()
+    assert all(installed_takes(name) for name in ("max_model_len", "enable_prefix_caching", "speculative_config"))
+    assert installed_takes("not_an_engine_argument") is False
+    assert {"max_model_len", "speculative_config"} <= engine_arg_names()
