@@ -82,10 +82,11 @@ def check_workloads(*, workloads: dict, grid: dict) -> list[str]:
                 errors.append(str(exc))
                 break
             errors.extend(f"workload {name!r}: {e} (fix: {_workload_fix(name, e)})" for e in params.validate())
-            need = params.max_sequence_tokens()
             for n in max_lens:
+                need = params.sequence_tokens_at(n)
                 if need > n:
-                    errors.append(f"workload {name!r} needs {need} tokens per sequence ({point}) but "
+                    errors.append(f"workload {name!r}: {params.over_length_error(n)}" if params.over_length_error(n)
+                                  else f"workload {name!r} needs {need} tokens per sequence ({point}) but "
                                   f"max_model_len={n} (fix: shrink workload.{name} sizes or raise "
                                   f"sweep.grid.max_model_len)")
     return errors

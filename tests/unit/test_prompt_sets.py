@@ -47,7 +47,8 @@ def test_plain_jsonl_takes_prompt_text_or_token_ids_with_an_optional_category():
 @pytest.mark.parametrize("path,fmt,message", [
     (QUESTIONS, "sharegpt", "questions_3cat.jsonl line 1: no 'conversations' list: not ShareGPT (it looks like "
                             "MT-Bench / Spec-Bench questions: prompt_format=mt_bench)"),
-    (SHAREGPT, "mt_bench", "sharegpt_small.json line 1: not JSON"),
+    (SHAREGPT, "mt_bench", "sharegpt_small.json line 1: the file is one JSON value over several lines, not one a "
+                           "line (it looks like ShareGPT: prompt_format=sharegpt)"),
     (PLAIN, "mt_bench", "prompts_categories.jsonl line 1: no 'turns' list of strings: not MT-Bench / Spec-Bench "
                         "question JSONL (it looks like plain prompt JSONL: prompt_format=jsonl)"),
     (QUESTIONS, "jsonl", "line 1: no 'prompt', 'text' or 'prompt_token_ids' key: not plain prompt JSONL (it looks "
