@@ -212,7 +212,7 @@ def _entries(text: str, *, fmt: PromptFormat, name: str):
         whole = _whole_json(text)
         if isinstance(whole, list):
             return [(f"{name} entry {i}", row) for i, row in enumerate(whole)]
-        if isinstance(whole, dict):
+        if isinstance(whole, dict) and "\n" in text.strip():  # one pretty-printed conversation
             return [(f"{name} entry 0", whole)]
         if head == "[":
             try:

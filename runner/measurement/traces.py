@@ -92,11 +92,12 @@ def _mooncake(text: str, *, name: str) -> TraceFile:
                              f"{_guess(text)}") from None
         if not isinstance(row, dict):
             raise TraceError(f"{where}: expected a JSON object with timestamp, input_length, output_length, "
-                             f"hash_ids")
+                             f"hash_ids{_guess(text)}")
         missing = [k for k in ("timestamp", "input_length", "output_length") if k not in row]
         if missing:
             raise TraceError(f"{where}: no {missing[0]!r} key; a Mooncake trace line has timestamp (ms), "
-                             f"input_length, output_length, hash_ids")
+                             f"input_length, output_length, hash_ids (its keys: {', '.join(map(str, row))})"
+                             f"{_guess(text)}")
         ts = row["timestamp"]
         if isinstance(ts, bool) or not isinstance(ts, (int, float)) or not math.isfinite(ts):
             raise TraceError(f"{where}: timestamp={ts!r} is not a number of milliseconds")
