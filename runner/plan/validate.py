@@ -4,6 +4,7 @@ are checked as it is built, in runner.config.sections). Each message names the o
 from __future__ import annotations
 
 import os
+import re
 from typing import Iterable, Optional
 
 from runner.config.checks import _is_int
@@ -94,6 +95,9 @@ def check_workloads(*, workloads: dict, grid: dict) -> list[str]:
 
 def _workload_fix(name: str, error: str) -> str:
     key = error.split("=")[0]
+    named = re.search(r"\(it looks like [^:]+: (\w+)=(\w+)\)", error)
+    if named and named.group(1) != "workload":  # a file of another format: the key that reads it
+        return workload_override(name, named.group(1), named.group(2))
     if key == "prompt_file" and ": line " in error:
         return f"repair that line, or {workload_override(name, 'prompt_file', '<another JSONL file>')}"
     return workload_override(name, key, "<a valid value>")
