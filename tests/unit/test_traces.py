@@ -224,3 +224,15 @@ def test_a_skipping_replay_sends_what_fits_on_its_clock(tmp_path):
     assert [r.prompt_tokens for r in results] == [8, 5]
     starts = [r.timeline.sent_at - results[0].timeline.sent_at for r in results]
     assert starts == pytest.approx([0.0, 0.06], abs=1e-9)
+
+
+def test_the_report_names_what_was_skipped_or_clipped():
+    import pandas as pd
+
+    from runner.report.recommend import data_file_caveats
+
+    trials = pd.DataFrame({"max_model_len": [32768, 32768, 8192], "over_length_skipped": [16, 16, 40],
+                           "over_length_clipped": [0, 0, 0], "source_skipped": [None, None, None]})
+    assert data_file_caveats(trials) == ["requests over max_model_len skipped: 40 per trial at max_model_len=8192, "
+                                         "16 per trial at max_model_len=32768"]
+    assert data_file_caveats(pd.DataFrame({"max_model_len": [1024]})) == []
