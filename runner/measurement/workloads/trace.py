@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from typing import Optional
 
 from runner.measurement.prompts import derived_seed, prompt_maker
-from runner.measurement.prompt_sets import UNCATEGORISED
 from runner.measurement.traces import (OverLength, Selection, TraceError, TraceFormat, TraceRequest, fit,
                                        read_trace_file, send_offsets, trace_prompt)
 from runner.measurement.workloads.base import TTFT_P50, RequestResult, TrialContext, Workload, WorkloadParams
