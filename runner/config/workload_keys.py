@@ -14,6 +14,8 @@ _CLOSED_LOOP = {"arrival": "closed", "request_rate": None, "burstiness": 1.0, "m
 DECLARED_OUTSIDE_IDS: dict[str, dict[str, Any]] = {
     "decode": {**_CLOSED_LOOP, "num_requests": 32},
     "multi_turn": {**_CLOSED_LOOP, "num_sessions": 8},
+    "trace": {"trace_format": "mooncake", "start_s": 0.0, "end_s": None, "skip_requests": 0, "sample_fraction": None,
+              "sample_requests": None, "over_max_model_len": "refuse"},
 }
 
 

@@ -180,7 +180,7 @@ class EngineActor:
                         measured_phases=params.measured_phases(), wall_s=wall_s, started_at=started_at,
                         counter_deltas=window.deltas(), kv_usage_peak=peak[0], slo=self.slo, attempts=attempt,
                         warmup_s=warmup_s, warmup=self.warmup.value, arrival_columns=params.arrival_columns(),
-                        **gc_columns)
+                        **params.source_columns(max_model_len=self.engine.settings.max_model_len), **gc_columns)
         reqs = request_rows(keys=self.keys, trial_id=trial.trial_id, engine_id=trial.engine_id, results=results,
                             t0=t0)
         return TrialResult(trial=row, requests=reqs)

@@ -4,6 +4,7 @@ are checked as it is built, in runner.config.sections). Each message names the o
 from __future__ import annotations
 
 import os
+import re
 from typing import Iterable, Optional
 
 from runner.config.checks import _is_int
@@ -83,10 +84,11 @@ def check_workloads(*, workloads: dict, grid: dict) -> list[str]:
                 errors.append(str(exc))
                 break
             errors.extend(f"workload {name!r}: {e} (fix: {_workload_fix(name, e)})" for e in params.validate())
-            need = params.max_sequence_tokens()
             for n in max_lens:
+                need = params.sequence_tokens_at(n)
                 if need > n:
-                    errors.append(f"workload {name!r} needs {need} tokens per sequence ({point}) but "
+                    errors.append(f"workload {name!r}: {params.over_length_error(n)}" if params.over_length_error(n)
+                                  else f"workload {name!r} needs {need} tokens per sequence ({point}) but "
                                   f"max_model_len={n} (fix: shrink workload.{name} sizes or raise "
                                   f"sweep.grid.max_model_len)")
     return errors
@@ -94,6 +96,9 @@ def check_workloads(*, workloads: dict, grid: dict) -> list[str]:
 
 def _workload_fix(name: str, error: str) -> str:
     key = error.split("=")[0]
+    named = re.search(r"\(it looks like [^:]+: (\w+)=(\w+)\)", error)
+    if named and named.group(1) != "workload":  # a file of another format: the key that reads it
+        return workload_override(name, named.group(1), named.group(2))
     if key == "prompt_file" and ": line " in error:
         return f"repair that line, or {workload_override(name, 'prompt_file', '<another JSONL file>')}"
     return workload_override(name, key, "<a valid value>")

@@ -117,6 +117,24 @@ def _caveats(*, workload: str, choice: Optional[str], outcomes: pd.DataFrame, co
     return caveats
 
 
+DATA_FILE_COLUMNS = {"over_length_skipped": "requests over max_model_len skipped",
+                     "over_length_clipped": "requests over max_model_len clipped (prompt cut to fit)",
+                     "source_skipped": "entries of its data file skipped (null or non-text messages, recorded "
+                                       "failures)"}
+
+
+def data_file_caveats(trials: pd.DataFrame) -> list[str]:
+    """What of a workload's data file its trials did not send as recorded, per trial at each max_model_len."""
+    caveats = []
+    for column, what in DATA_FILE_COLUMNS.items():
+        if column not in trials or not (trials[column].fillna(0) > 0).any():
+            continue
+        per_len = trials.groupby("max_model_len")[column].max()
+        caveats.append(f"{what}: " + ", ".join(f"{int(n)} per trial at max_model_len={m}"
+                                               for m, n in per_len.items() if n > 0))
+    return caveats
+
+
 def recommendation(*, outcomes: pd.DataFrame, engines: pd.DataFrame, trials: pd.DataFrame, draft_summary: pd.DataFrame,
                    point_text: list[str], metric_heading: dict[str, str], config: dict, degenerate: pd.DataFrame,
                    divergence: pd.DataFrame, failures: pd.DataFrame, stops: pd.DataFrame, tie_band: float,
@@ -148,7 +166,7 @@ def recommendation(*, outcomes: pd.DataFrame, engines: pd.DataFrame, trials: pd.
                                     for r in drafts.to_dict("records")]
         entry["caveats"] = _caveats(workload=workload, choice=choice, outcomes=mine, config=config, engine=engine,
                                     degenerate=degenerate, divergence=divergence, failures=failures, stops=stops,
-                                    min_repeats=min_repeats)
+                                    min_repeats=min_repeats) + data_file_caveats(trials[trials.workload == workload])
         workloads[workload] = entry
     return {"sources": list(sources),
             "rules": {"choice": CHOICE_RULE,

@@ -35,7 +35,7 @@ def test_bad_rate_unsorted_trace_and_a_misdeclared_prompt_file_are_refused_at_on
     assert "unsorted.jsonl line 3: timestamp 30 is before line 2's 40" in err
     assert "fix: workload.trace.trace_file=" in err
     assert "questions_3cat.jsonl line 1: no 'conversations' list: not ShareGPT" in err
-    assert "prompt_format=mt_bench" in err and "fix: workload.prompt_set.prompt_file=" in err
+    assert "prompt_format=mt_bench) (fix: workload.prompt_set.prompt_format=mt_bench)" in err
 
 
 def test_a_mix_naming_a_missing_category_a_negative_timestamp_and_offline_arrivals_are_refused(tmp_path):
@@ -48,3 +48,20 @@ def test_a_mix_naming_a_missing_category_a_negative_timestamp_and_offline_arriva
     assert "fix: workload.prompt_set.mix=" in err
     assert "negative.jsonl line 1: timestamp=-5 is negative" in err
     assert "fix: workload.decode.api=async" in err
+
+
+PUBLIC = Path(__file__).resolve().parents[1] / "fixtures" / "public"
+
+
+def test_an_over_long_trace_and_files_in_another_format_are_refused_naming_their_sizes_and_format(tmp_path):
+    sharegpt_as_jsonl = tmp_path / "chats.jsonl"
+    sharegpt_as_jsonl.write_text((PUBLIC / "sharegpt_glaive_toolcall_12.json").read_text())
+    err = refuse(tmp_path, "workload=[trace,prompt_set]", "sweep.grid.max_model_len=[32768]",
+                 f"workload.trace.trace_file={PUBLIC / 'mooncake_conversation_200.jsonl'}",
+                 "workload.trace.max_requests=14", f"workload.prompt_set.prompt_file={sharegpt_as_jsonl}")
+    assert ("1 of the 14 requests replayed exceed max_model_len=32768 (the first at line 12: 87169 in + 402 out = "
+            "87571 tokens; the longest needs 87571) (fix: workload.trace.over_max_model_len=skip or =clip") in err
+    assert "chats.jsonl line 1: the file is one JSON value over several lines, not one a line (it looks like " \
+           "ShareGPT: prompt_format=sharegpt) (fix: workload.prompt_set.prompt_format=sharegpt)" in err
+    err = refuse(tmp_path, "workload=[trace]", f"workload.trace.trace_file={PUBLIC / 'azure_llm_conv_2023_199.csv'}")
+    assert "(it looks like azure: trace_format=azure) (fix: workload.trace.trace_format=azure)" in err

@@ -74,6 +74,21 @@ class WorkloadParams:
         """The longest prompt + output any request of this workload may need."""
         raise NotImplementedError
 
+    def sequence_tokens_at(self, max_model_len: int) -> int:
+        """The longest prompt + output sent to an engine of `max_model_len`: less than max_sequence_tokens() where
+        the workload skips or clips what does not fit (a trace's over_max_model_len policy)."""
+        return self.max_sequence_tokens()
+
+    def over_length_error(self, max_model_len: int) -> Optional[str]:
+        """Why this workload does not fit `max_model_len`, naming its own sizes and the fix (None: the generic
+        message)."""
+        return None
+
+    def source_columns(self, *, max_model_len: int) -> dict:
+        """Trial columns about the workload's data file (runner.schema.TrialRecord): what of it was skipped or
+        clipped on an engine of `max_model_len`."""
+        return {}
+
     def tokens_decoded_in_turn(self) -> int:
         """Output tokens one session decodes one after another (each a decode step of the batch): with the
         prompt tokens, what a run's length goes by on a GPU, where a decode step costs as much as hundreds of

@@ -17,25 +17,30 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from runner.measurement.prompt_sets import (PromptFormat, PromptSetError, UNCATEGORISED, categories,
-                                            read_prompt_set)
+                                            read_prompt_file, stratified_sample)
 from runner.measurement.workloads.base import DECODE_SPEED, RequestResult, TrialContext, Workload
 from runner.measurement.workloads.open_loop import WARMUP_ARRIVALS, OpenLoopParams, on_schedule
 
 
 @dataclass(kw_only=True)
 class PromptSetParams(OpenLoopParams):
-    prompt_format: str = "jsonl"  # sharegpt | mt_bench | spec_bench | jsonl
+    prompt_format: str = "jsonl"  # sharegpt | openai | mt_bench | spec_bench | jsonl
     output_len: int = 64
     # A longer prompt (history included) keeps its last max_prompt_tokens tokens (null: max_model_len − output_len).
     max_prompt_tokens: Optional[int] = None
-    num_sessions: Optional[int] = None  # the file's first N conversations (null: all)
+    # N conversations drawn with `seed`, each category keeping its share of the file (null: the whole file).
+    num_sessions: Optional[int] = None
     max_turns: Optional[int] = None  # at most this many turns of each conversation (null: all)
     # A production mix, category → weight: the report re-weights the per-category figures to it.
     mix: Optional[dict[str, Any]] = None
     arrivals_field = "num_sessions"
 
     def conversations(self):
-        return read_prompt_set(self.prompt_file, self.prompt_format)[:self.num_sessions]
+        whole = read_prompt_file(self.prompt_file, self.prompt_format).conversations
+        return stratified_sample(whole, self.num_sessions, seed=self.seed)
+
+    def source_columns(self, *, max_model_len: int) -> dict:
+        return {"source_skipped": read_prompt_file(self.prompt_file, self.prompt_format).skipped_messages}
 
     def arrivals(self) -> int:
         return len(self.conversations())
@@ -51,7 +56,7 @@ class PromptSetParams(OpenLoopParams):
         if not self.prompt_file:
             return errors + [f"prompt_file=null: prompt_set reads a {self.prompt_format} file"]
         try:
-            present = categories(self.conversations())
+            present = categories(read_prompt_file(self.prompt_file, self.prompt_format).conversations)  # whole file
         except PromptSetError as exc:
             return errors + [f"prompt_file={exc}"]  # the message starts with the file's path
         return errors + check_mix(self.mix, present)
