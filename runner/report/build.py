@@ -11,14 +11,14 @@ import pandas as pd
 from runner.report import categories, flags, plots, rates, sections, study_plots, verdict
 from runner.report.answer import answer_table, draft_count_lines
 from runner.report.blocking import blocking_caveats
-from runner.report.arms import add_arms, describe_point, fixed_params, point_axes, point_coords
+from runner.report.arms import describe_point, fixed_params, point_axes, point_coords
 from runner.report.cost import cost_table
 from runner.report.html import to_html
 from runner.report.load import Results, load_results
 from runner.report.matrix import matrix_section
 from runner.report.samples import deciding_metric, point_table, sample_values
 from runner.report.pareto import pareto_points
-from runner.report.profiles import profiles_as_points
+from runner.report.frames import Frames, analysis_frames
 from runner.report.schedule_report import (acceptance_predictions, derived_schedules, schedule_outcomes,
                                            schedule_recommendations)
 from runner.report.race_report import race_stops
@@ -39,10 +39,12 @@ HTML_FILE = "report.html"  # report.md as one self-contained page (runner.report
 class Analysis:
     """Every table the report shows, computed from the persisted files alone."""
 
-    results: Results
+    results: Results  # where the frames came from: its sources and configs (the sections read the frames)
     settings: ReportSettings
+    frames: Frames
     engines: pd.DataFrame
     trials: pd.DataFrame
+    requests: pd.DataFrame
     points: pd.DataFrame
     outcomes: pd.DataFrame
     verdict: pd.DataFrame
@@ -91,8 +93,8 @@ def settings_of(results: Results) -> ReportSettings:
 
 def analyse(results: Results, *, bandwidth: float | None = None, settings: ReportSettings | None = None) -> Analysis:
     s = settings or settings_of(results)
-    trials, requests, engines = profiles_as_points(results.trials, results.requests, results.engines)
-    engines, trials = add_arms(engines, trials)
+    frames = analysis_frames(results, s.slo)
+    trials, requests, engines = frames.trials, frames.requests, frames.engines
     points = point_table(trials, sample_values(trials, requests), seed=s.seed)
     capacity = flags.capacity_flags(trials, requests, engines)
     rule = dict(tie_band=s.tie_band, min_repeats=s.min_repeats, seed=s.seed)
@@ -103,7 +105,7 @@ def analyse(results: Results, *, bandwidth: float | None = None, settings: Repor
     figures = arm_point_figures(trials, s.slo) if s.slo else None
     degenerate = flags.degenerate_flags(trials)
     failures = flags.failures(engines, trials)
-    race = race_stops(trials, results.phases)
+    race = race_stops(trials, frames.phases)
     crossings = verdict.crossovers(outcomes, trials)
     config = results.configs[0] if results.configs else {}
     recommended = recommendation(
@@ -118,7 +120,8 @@ def analyse(results: Results, *, bandwidth: float | None = None, settings: Repor
                           recommendation=recommended, config=config, degenerate=degenerate, divergence=divergence,
                           failures=failures, **rule)
     return Analysis(
-        results=results, settings=s, engines=engines, trials=trials, points=points, outcomes=outcomes,
+        results=results, settings=s, frames=frames, engines=engines, trials=trials, requests=requests, points=points,
+        outcomes=outcomes,
         verdict=verdict.verdict_table(outcomes, trials, capacity=capacity, divergence=divergence,
                                       min_repeats=s.min_repeats),
         crossovers=crossings, draft_choices=choices, draft_summary=summary,
@@ -130,7 +133,7 @@ def analyse(results: Results, *, bandwidth: float | None = None, settings: Repor
         cost=cost_table(trials, gpu_hour_usd=s.gpu_hour_usd) if s.gpu_hour_usd else pd.DataFrame(),
         race=race, recommendation=recommended, answer=answer, draft_lines=draft_count_lines(summary, choices, trials),
         schedules=schedules, schedule_outcomes=schedule_outcomes(points, choices, **rule),
-        al_predictions=acceptance_predictions(results.trials),
+        al_predictions=acceptance_predictions(frames.ran),
         blocking=blocking_caveats(config=config, engines=engines, trials=trials, outcomes=outcomes,
                                   degenerate=degenerate, divergence=divergence, min_repeats=s.min_repeats))
 
@@ -148,7 +151,7 @@ def _point_text(frame: pd.DataFrame, trials: pd.DataFrame) -> list[str]:
 def _sources_section(a: Analysis) -> str:
     rows = []
     for source in a.results.sources:
-        t = a.results.trials[a.results.trials.source == source]  # as persisted: spec off once, not per profile
+        t = a.frames.ran[a.frames.ran.source == source]  # as persisted: spec off once, not per profile
         e = a.engines[a.engines.source == source]
         rows.append({"folder": source, "sweep": ", ".join(map(str, t.sweep.unique())) or "–",
                      "run": ", ".join(map(str, t.run_id.unique())) or "–",

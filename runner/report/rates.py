@@ -19,30 +19,13 @@ import numpy as np
 import pandas as pd
 
 from runner.measurement.rate_bracket import crossing, crossing_interval, line_params, within_noise
+from runner.report.frames import GOODPUT, request_goodput
 from runner.report.probe_note import probe_notes
 from runner.report.render import md_table, section
 from runner.schema import TrialStatus
 from runner.slo import Metric, Slo
 
 OPEN_LOOP = ("poisson", "gamma", "trace")
-# The per-request column each metric's target bounds as a limit for goodput.
-REQUEST_COLUMNS = {Metric.TTFT: "ttft_s", Metric.TPOT: "tpot_s", Metric.E2EL: "e2e_s"}
-
-
-def request_goodput(trials: pd.DataFrame, requests: pd.DataFrame, slo: Slo) -> pd.Series:
-    """Per trial (indexed like `trials`): measured requests within every per-request limit / duration_s."""
-    limits = {REQUEST_COLUMNS[metric]: s for metric, s in slo.request_limits_s().items()}
-    if not limits or not len(requests):
-        return pd.Series(np.nan, index=trials.index)
-    chosen = requests[requests.error.isna() & (requests.phase == "measured")].copy()
-    ok = np.ones(len(chosen), dtype=bool)
-    for column, limit in limits.items():
-        ok &= (pd.to_numeric(chosen[column], errors="coerce") <= limit).to_numpy()
-    chosen["meets"] = ok
-    met = chosen.groupby(["source", "trial_id"]).meets.sum()
-    keys = list(zip(trials.source, trials.trial_id))
-    counts = pd.Series([met.get(k, 0) for k in keys], index=trials.index, dtype=float)
-    return counts / pd.to_numeric(trials.duration_s, errors="coerce")
 
 
 def rate_points(trials: pd.DataFrame, requests: pd.DataFrame, slo: Slo) -> pd.DataFrame:
@@ -54,7 +37,8 @@ def rate_points(trials: pd.DataFrame, requests: pd.DataFrame, slo: Slo) -> pd.Da
     if not len(ok):
         return pd.DataFrame()
     ok["line"] = [line_params(p) for p in ok.workload_params_json]
-    ok["goodput"] = request_goodput(ok, requests, slo)
+    # The analysis's frames carry each trial's goodput under the report's SLO (runner.report.frames).
+    ok["goodput"] = ok[GOODPUT] if GOODPUT in ok else request_goodput(ok, requests, slo)
     rows = []
     for (workload, line, arm, rate), group in ok.groupby(["workload", "line", "arm", "offered_rate_req_s"],
                                                           sort=False):
@@ -121,7 +105,7 @@ def _line_text(a, workload: str, line: str) -> str:
 def rate_section(a) -> str:
     """The report's "Against offered rate" section (empty without open-loop trials)."""
     slo = a.settings.slo
-    points = rate_points(a.trials, a.results.requests, slo)
+    points = rate_points(a.trials, a.requests, slo)
     if not len(points):
         return ""
     table = pd.DataFrame({
@@ -157,7 +141,7 @@ def rate_section(a) -> str:
 def plot_rates(a, out_dir: Path) -> Path | None:
     """Latency percentiles and goodput against offered rate: one row of two panels per workload, one line per
     arm (and point)."""
-    points = rate_points(a.trials, a.results.requests, a.settings.slo)
+    points = rate_points(a.trials, a.requests, a.settings.slo)
     if not len(points):
         return None
     import matplotlib
