@@ -22,6 +22,9 @@ from runner.report.frames import Frames, analysis_frames
 from runner.report.schedule_report import (acceptance_predictions, derived_schedules, schedule_outcomes,
                                            schedule_recommendations)
 from runner.report.race_report import race_stops
+from runner.report.rate_answer import answer_row as rate_answer_row
+from runner.report.rate_answer import rate_verdicts, recommendation_block
+from runner.report.rates import OPEN_LOOP, highest_rates, rate_points
 from runner.report.repeats import repeats_section
 from runner.report.shared_device import shared_device_section
 from runner.report.recommend import recommendation
@@ -68,6 +71,11 @@ class Analysis:
     schedule_outcomes: pd.DataFrame = field(default_factory=pd.DataFrame)
     al_predictions: pd.DataFrame = field(default_factory=pd.DataFrame)
     blocking: list[str] = field(default_factory=list)  # runner.report.blocking: said above the Answer
+    # Open-loop trials against offered rate (runner.report.rates) and a rate search's verdicts (rate_answer).
+    rate_points: pd.DataFrame = field(default_factory=pd.DataFrame)
+    highest_rates: pd.DataFrame = field(default_factory=pd.DataFrame)
+    rate_verdicts: list = field(default_factory=list)
+    rate_lines: list[str] = field(default_factory=list)  # the rate search's Answer in sentences
 
     def point_text(self, frame: pd.DataFrame) -> list[str]:
         return _point_text(frame, self.trials)
@@ -116,9 +124,20 @@ def analyse(results: Results, *, bandwidth: float | None = None, settings: Repor
     schedules = derived_schedules(choices, trials, engines, config)
     recommended["draft_schedule"] = schedule_recommendations(
         schedules, lambda w, p: _params_text(trials, w, p)) if schedules else {}
+    at_rates = rate_points(trials, requests, s.slo)
+    best = highest_rates(at_rates, s.slo, seed=s.seed) if len(at_rates) and s.slo else pd.DataFrame()
+    by_rate = rate_verdicts(best, at_rates) if len(best) else []
+    answered = _rate_search_workloads(trials, by_rate)
+    line_text = {w: (lambda line, w=w: _params_text(trials, w, line)) for w in answered}
+    slo_text = s.slo.text() if s.slo else ""
+    rate_rows = {w: rate_answer_row([v for v in by_rate if v.workload == w], slo_text=slo_text,
+                                    line_text=line_text[w]) for w in answered}
+    for w in answered:
+        recommended["workloads"].setdefault(w, {})["highest_rate_within_slo"] = recommendation_block(
+            [v for v in by_rate if v.workload == w], slo_text=slo_text, line_text=line_text[w])
     answer = answer_table(outcomes=outcomes, points=points, engines=engines, trials=trials, crossovers=crossings,
                           recommendation=recommended, config=config, degenerate=degenerate, divergence=divergence,
-                          failures=failures, **rule)
+                          failures=failures, rate_rows=rate_rows, **rule)
     return Analysis(
         results=results, settings=s, frames=frames, engines=engines, trials=trials, requests=requests, points=points,
         outcomes=outcomes,
@@ -131,11 +150,28 @@ def analyse(results: Results, *, bandwidth: float | None = None, settings: Repor
         slo_reach=max_concurrency(figures, s.slo) if figures is not None else pd.DataFrame(),
         pareto=pareto_points(trials) if len(trials) else pd.DataFrame(),
         cost=cost_table(trials, gpu_hour_usd=s.gpu_hour_usd) if s.gpu_hour_usd else pd.DataFrame(),
-        race=race, recommendation=recommended, answer=answer, draft_lines=draft_count_lines(summary, choices, trials),
+        race=race, recommendation=recommended, answer=answer,
+        # A rate search's draft count is its verdict against rate, not a choice per offered rate.
+        draft_lines=draft_count_lines(summary[~summary.workload.isin(answered)] if len(summary) else summary,
+                                      choices, trials),
         schedules=schedules, schedule_outcomes=schedule_outcomes(points, choices, **rule),
         al_predictions=acceptance_predictions(frames.ran),
+        rate_points=at_rates, highest_rates=best, rate_verdicts=by_rate,
+        rate_lines=[v.sentence(slo_text, line_text[v.workload](v.line)) for v in by_rate if v.workload in answered],
         blocking=blocking_caveats(config=config, engines=engines, trials=trials, outcomes=outcomes,
                                   degenerate=degenerate, divergence=divergence, min_repeats=s.min_repeats))
+
+
+def _rate_search_workloads(trials: pd.DataFrame, verdicts: list) -> list[str]:
+    """The workloads whose every ok trial arrived open loop and that have a verdict against rate: their Answer is
+    the highest rate within the SLO, not a choice per offered rate (arms measured at other rates)."""
+    with_verdict = {v.workload for v in verdicts}
+    ok = trials[trials.status == "ok"]
+    out = []
+    for workload, mine in ok.groupby("workload", sort=False):
+        if workload in with_verdict and "arrival" in mine and mine.arrival.isin(OPEN_LOOP).all():
+            out.append(workload)
+    return out
 
 
 def _params_text(trials: pd.DataFrame, workload: str, params_json: str) -> str:
@@ -306,7 +342,9 @@ def render_markdown(a: Analysis, *, plot_files: list[Path]) -> str:
 
 def _draw(a: Analysis, out_dir: Path) -> list[Path]:
     """Plots; one that fails is reported and skipped (the tables are the report)."""
-    workloads = list(dict.fromkeys(a.points.workload))
+    # Open-loop workloads are drawn against offered rate (rates.plot_rates), not against concurrency.
+    open_loop = set(a.rate_points.workload) if len(a.rate_points) else set()
+    workloads = [w for w in dict.fromkeys(a.points.workload) if w not in open_loop]
     jobs = [lambda w=w: plots.plot_vs_concurrency(a.points, a.trials, w, out_dir) for w in workloads]
     jobs += [lambda w=w: study_plots.plot_throughput(a.trials, w, out_dir) for w in workloads]
     jobs += [lambda w=w: study_plots.plot_speedup(a.points, a.trials, w, out_dir) for w in workloads]
@@ -316,7 +354,7 @@ def _draw(a: Analysis, out_dir: Path) -> list[Path]:
              lambda: plots.plot_kv_capacity(a.engines, out_dir)]
     jobs += [lambda: rates.plot_rates(a, out_dir)]
     jobs += [lambda w=w: plots.plot_pareto(a.pareto, w, out_dir, params_text=a.params_text)
-             for w in dict.fromkeys(a.pareto.workload if len(a.pareto) else [])]
+             for w in dict.fromkeys(a.pareto.workload if len(a.pareto) else []) if w not in open_loop]
     written = []
     for job in jobs:
         try:
@@ -387,6 +425,7 @@ def write_report(*, run_dirs: list[Path], out_dir: Path | None = None, echo: boo
     _write_atomic(out_dir / ANSWER_FILE, json.dumps({"question": sections.question_title(a),
                                                      "blocking": [b.replace("**", "") for b in a.blocking],
                                                      "answer": a.answer.to_dict("records"),
+                                                     "highest_rate": [x.replace("**", "") for x in a.rate_lines],
                                                      "draft_count": a.draft_lines}, indent=1))
     if echo:
         echo_headlines(a, path, plot_files)

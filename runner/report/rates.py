@@ -49,7 +49,10 @@ def rate_points(trials: pd.DataFrame, requests: pd.DataFrame, slo: Slo) -> pd.Da
                "ttft_p50_ms": float(pd.to_numeric(group.ttft_p50_s, errors="coerce").median()) * 1000,
                "ttft_p99_ms": float(pd.to_numeric(group.ttft_p99_s, errors="coerce").median()) * 1000,
                "tpot_p50_ms": float(pd.to_numeric(group.tpot_p50_s, errors="coerce").median()) * 1000,
-               "client_behind": bool(group.client_behind.fillna(False).astype(bool).any()),
+               "tok_s_per_session": float(pd.to_numeric(group.decode_tok_s_per_session, errors="coerce").median())
+               if "decode_tok_s_per_session" in group else math.nan,
+               # A saturation probe sends everything at once by design: its sends are late, not its client.
+               "client_behind": not math.isinf(rate) and bool(group.client_behind.fillna(False).astype(bool).any()),
                "samples": {name: [float(v) * 1000 for v in pd.to_numeric(group[slo.column(name)],
                                                                           errors="coerce")]
                            for name in slo.limits}}
@@ -105,7 +108,7 @@ def _line_text(a, workload: str, line: str) -> str:
 def rate_section(a) -> str:
     """The report's "Against offered rate" section (empty without open-loop trials)."""
     slo = a.settings.slo
-    points = rate_points(a.trials, a.requests, slo)
+    points = a.rate_points
     if not len(points):
         return ""
     table = pd.DataFrame({
@@ -117,10 +120,11 @@ def rate_section(a) -> str:
         "client behind": ["yes" if b else "" for b in points.client_behind]})
     blocks = ["Open-loop trials by offered rate (medians over repeats). Throughput = measured requests completed / "
               "their span; goodput counts those within every `slo` target taken as a per-request limit. "
-              "\"client behind\": the sends ran late (p99 lag > 10 ms), so that point measured the client."]
+              "\"client behind\": the sends ran late (p99 lag > 10 ms), so that point measured the client "
+              "(a saturation probe sends everything at once by design: never behind)."]
     blocks += probe_notes(a.trials)
     if slo:
-        best = highest_rates(points, slo, seed=a.settings.seed)
+        best = a.highest_rates
         blocks.append(md_table(pd.DataFrame({
             "workload": best.workload, "params": [_line_text(a, w, l) for w, l in zip(best.workload, best.line)],
             "arm": best.arm, f"highest rate within the SLO ({a.settings.slo.text()})": best["within the SLO"],
@@ -141,7 +145,7 @@ def rate_section(a) -> str:
 def plot_rates(a, out_dir: Path) -> Path | None:
     """Latency percentiles and goodput against offered rate: one row of two panels per workload, one line per
     arm (and point)."""
-    points = rate_points(a.trials, a.requests, a.settings.slo)
+    points = a.rate_points
     if not len(points):
         return None
     import matplotlib
@@ -150,8 +154,8 @@ def plot_rates(a, out_dir: Path) -> Path | None:
     import matplotlib.pyplot as plt
 
     workloads = list(dict.fromkeys(points.workload))
-    fig, axes = plt.subplots(len(workloads), 2, figsize=(11, 4 * len(workloads)), squeeze=False)
-    for (latency, good), workload in zip(axes, workloads):
+    fig, axes = plt.subplots(len(workloads), 3, figsize=(16, 4 * len(workloads)), squeeze=False)
+    for (latency, good, speed), workload in zip(axes, workloads):
         mine = points[points.workload == workload]
         for (line, arm), row in mine.groupby(["line", "arm"], sort=False):
             label = arm if mine.line.nunique() == 1 else f"{arm} {_line_text(a, workload, line)}"
@@ -159,6 +163,7 @@ def plot_rates(a, out_dir: Path) -> Path | None:
             latency.plot(row.x, row.ttft_p99_ms, marker="^", linestyle="--", color=drawn[0].get_color(),
                          label=f"{label} TTFT p99")
             good.plot(row.x, row.goodput if a.settings.slo else row.throughput, marker="o", label=label)
+            speed.plot(row.x, row.tok_s_per_session, marker="o", label=label)
         for target in a.settings.slo.targets:
             if target.metric == Metric.TTFT:
                 latency.axhline(target.ms, color="grey", linewidth=0.8, linestyle=":")
@@ -168,7 +173,9 @@ def plot_rates(a, out_dir: Path) -> Path | None:
         good.set_ylabel("req/s")
         good.set_title(f"{workload}: " + ("goodput (within the SLO)" if a.settings.slo else
                                           "throughput (no SLO)"), fontsize=10)
-        for ax in (latency, good):
+        speed.set_ylabel("tok/s")
+        speed.set_title(f"{workload}: decode tok/s per session", fontsize=10)
+        for ax in (latency, good, speed):
             ax.set_xlabel("offered req/s (saturation: at its measured throughput)")
             ax.set_xlim(left=0)
             ax.set_ylim(bottom=0)

@@ -43,14 +43,21 @@ def answer_section(a) -> str:
     draft = ["**Draft count**", *a.draft_lines] if a.draft_lines else []
     blocking = "\n".join([f"**{BLOCKING_TITLE}**", *(f"- {b}" for b in a.blocking)])
     asked, rules = _answer_intro(a)
-    return section("Answer", blocking if a.blocking else "", asked, md_table(a.answer), "\n".join(draft), rules)
+    rates = "\n".join(f"- {line}" for line in a.rate_lines)
+    if a.rate_lines:
+        from runner.report.rate_answer import RULE
+
+        rules = f"{RULE} {rules}"
+    return section("Answer", blocking if a.blocking else "", asked, rates, md_table(a.answer), "\n".join(draft),
+                   rules)
 
 
 def answer_text(a) -> str:
     """The terminal's closing block: the same Answer table and draft-count lines as report.md."""
     title = question_title(a)
     lines = ["answer" + (f" — {title}" if title else "") + ":",
-             *(f"! {b.replace('**', '')}" for b in a.blocking), md_table(a.answer)]
+             *(f"! {b.replace('**', '')}" for b in a.blocking), *(x.replace("**", "") for x in a.rate_lines),
+             md_table(a.answer)]
     if a.draft_lines:
         lines += ["draft count:", *(line.removeprefix("- ").replace("**", "") for line in a.draft_lines)]
     return "\n".join(lines)
