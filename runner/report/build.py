@@ -13,6 +13,7 @@ from runner.report.answer import answer_table, draft_count_lines
 from runner.report.blocking import blocking_caveats
 from runner.report.arms import describe_point, fixed_params, point_axes, point_coords
 from runner.report.cost import cost_table
+from runner.report.failed_run import failed_engines, failed_run_markdown, failed_run_text, headline, nothing_measured
 from runner.report.html import to_html
 from runner.report.load import Results, load_results
 from runner.report.matrix import matrix_section
@@ -397,6 +398,25 @@ def _write_atomic(path: Path, text: str) -> None:
     tmp.replace(path)
 
 
+def _write_failed_run(results: Results, out_dir: Path, *, echo: bool) -> Report:
+    """Every engine failed: a report that says which and why, nothing analysed (runner.report.failed_run)."""
+    import yaml
+
+    markdown = failed_run_markdown(results)
+    path = out_dir / "report.md"
+    _write_atomic(path, markdown)
+    _write_atomic(out_dir / HTML_FILE, to_html(markdown, out_dir, title=markdown.splitlines()[0].lstrip("# ")))
+    failed = failed_engines(results)
+    recommendation_path = out_dir / "recommendation.yaml"
+    _write_atomic(recommendation_path, yaml.safe_dump({"workloads": {}, "no_answer": headline(failed)},
+                                                      sort_keys=False, allow_unicode=True, width=120))
+    _write_atomic(out_dir / ANSWER_FILE, json.dumps({"question": "", "blocking": [headline(failed)], "answer": [],
+                                                     "failed_engines": failed.to_dict("records")}, indent=1))
+    if echo:
+        print(f"\nreport: {path}\n\n" + failed_run_text(results))
+    return Report(path=path, recommendation_path=recommendation_path)
+
+
 def write_report(*, run_dirs: list[Path], out_dir: Path | None = None, echo: bool = False,
                  bandwidth: float | None = None, overrides: dict | None = None, question: dict | None = None) -> Report:
     """Reads the folders' persisted files and writes report.md and report.html, recommendation.yaml and PNGs into
@@ -410,6 +430,8 @@ def write_report(*, run_dirs: list[Path], out_dir: Path | None = None, echo: boo
     out_dir = Path(out_dir or run_dirs[0])
     out_dir.mkdir(parents=True, exist_ok=True)
     results = load_results(run_dirs)
+    if nothing_measured(results):
+        return _write_failed_run(results, out_dir, echo=echo)
     if question is not None and results.configs:
         results.configs[0].setdefault("sweep", {})["question"] = question
     settings = with_overrides(settings_of(results), **(overrides or {}))
