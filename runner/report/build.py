@@ -12,6 +12,7 @@ from runner.report import categories, flags, plots, rates, sections, study_plots
 from runner.report.answer import answer_table, draft_count_lines
 from runner.report.blocking import blocking_caveats
 from runner.report.arms import describe_point, fixed_params, point_axes, point_coords
+from runner.report.cache_deficit import cache_deficit, deficit_lines, deficit_section
 from runner.report.cost import cost_table
 from runner.report.failed_run import failed_engines, failed_run_markdown, failed_run_text, headline, nothing_measured
 from runner.report.html import to_html
@@ -77,6 +78,8 @@ class Analysis:
     highest_rates: pd.DataFrame = field(default_factory=pd.DataFrame)
     rate_verdicts: list = field(default_factory=list)
     rate_lines: list[str] = field(default_factory=list)  # the rate search's Answer in sentences
+    cache_deficit: pd.DataFrame = field(default_factory=pd.DataFrame)  # runner.report.cache_deficit
+    deficit_lines: list[str] = field(default_factory=list)
 
     def point_text(self, frame: pd.DataFrame) -> list[str]:
         return _point_text(frame, self.trials)
@@ -125,6 +128,7 @@ def analyse(results: Results, *, bandwidth: float | None = None, settings: Repor
     schedules = derived_schedules(choices, trials, engines, config)
     recommended["draft_schedule"] = schedule_recommendations(
         schedules, lambda w, p: _params_text(trials, w, p)) if schedules else {}
+    deficit = cache_deficit(trials, requests)
     at_rates = rate_points(trials, requests, s.slo)
     best = highest_rates(at_rates, s.slo, seed=s.seed) if len(at_rates) and s.slo else pd.DataFrame()
     by_rate = rate_verdicts(best, at_rates) if len(best) else []
@@ -158,6 +162,7 @@ def analyse(results: Results, *, bandwidth: float | None = None, settings: Repor
         schedules=schedules, schedule_outcomes=schedule_outcomes(points, choices, **rule),
         al_predictions=acceptance_predictions(frames.ran),
         rate_points=at_rates, highest_rates=best, rate_verdicts=by_rate,
+        cache_deficit=deficit, deficit_lines=deficit_lines(deficit),
         rate_lines=[v.sentence(slo_text, line_text[v.workload](v.line)) for v in by_rate if v.workload in answered],
         blocking=blocking_caveats(config=config, engines=engines, trials=trials, outcomes=outcomes,
                                   degenerate=degenerate, divergence=divergence, min_repeats=s.min_repeats))
@@ -332,7 +337,7 @@ def render_markdown(a: Analysis, *, plot_files: list[Path]) -> str:
              sections.race_section(a), repeats_section(a.trials), sections.degenerate_section(a),
              section("Crossovers", md_table(a.crossovers) if len(a.crossovers) else
                      "None: the outcome does not change along any axis."),
-             _draft_section(a), sections.schedule_section(a), _capacity_section(a), _divergence_section(a), _failures_section(a),
+             _draft_section(a), deficit_section(a), sections.schedule_section(a), _capacity_section(a), _divergence_section(a), _failures_section(a),
              _bandwidth_section(a), _detail_section(a), _engines_section(a), sections.first_trial_section(a),
              sections.agreement_section(a), sections.device_time_section(a)]
     parts += [rates.rate_section(a), categories.category_section(a)]
@@ -448,7 +453,9 @@ def write_report(*, run_dirs: list[Path], out_dir: Path | None = None, echo: boo
                                                      "blocking": [b.replace("**", "") for b in a.blocking],
                                                      "answer": a.answer.to_dict("records"),
                                                      "highest_rate": [x.replace("**", "") for x in a.rate_lines],
-                                                     "draft_count": a.draft_lines}, indent=1))
+                                                     "draft_count": a.draft_lines,
+                                                     "prefix_cache_deficit": [x.removeprefix("- ").replace("**", "")
+                                                                              for x in a.deficit_lines]}, indent=1))
     if echo:
         echo_headlines(a, path, plot_files)
     return Report(path=path, plots=plot_files, analysis=a, recommendation_path=recommendation_path)

@@ -41,6 +41,9 @@ def answer_section(a) -> str:
     if not len(a.answer):
         return section("Answer", "No measured trials yet.")
     draft = ["**Draft count**", *a.draft_lines] if a.draft_lines else []
+    if a.deficit_lines:
+        draft += ["", "**Prefix-cache deficit** (cache hits of a speculative arm against spec off's)",
+                  *a.deficit_lines]
     blocking = "\n".join([f"**{BLOCKING_TITLE}**", *(f"- {b}" for b in a.blocking)])
     asked, rules = _answer_intro(a)
     rates = "\n".join(f"- {line}" for line in a.rate_lines)
@@ -60,6 +63,8 @@ def answer_text(a) -> str:
              md_table(a.answer)]
     if a.draft_lines:
         lines += ["draft count:", *(line.removeprefix("- ").replace("**", "") for line in a.draft_lines)]
+    if a.deficit_lines:
+        lines += ["prefix-cache deficit:", *(line.removeprefix("- ").replace("**", "") for line in a.deficit_lines)]
     return "\n".join(lines)
 
 

@@ -151,3 +151,40 @@ def test_a_run_whose_engines_all_failed_says_which_and_why(tmp_path, capsys):
     assert "| off |" in text and "| mtp:1 |" in text
     assert "failed to start" in capsys.readouterr().out
     assert json.loads((tmp_path / "out" / "answer.json").read_text())["failed_engines"]
+
+
+def _study_a() -> Sweep:
+    """off pc=on, mtp:3 pc=off, mtp:3 pc=on over a 3-turn multi-turn point, 3 repeats: turns 1 and 2 hit the cache;
+    mtp:3 with caching serves one 16-token block fewer per hit at turn 2 only, and none without caching."""
+    import dataclasses
+
+    s = Sweep()
+    s.engine("off")
+    s.engine("mtp:3")
+    s.engines["mtp:3 nopc"] = dataclasses.replace(s.engines["mtp:3"], engine_id="e-mtp3-nopc",
+                                                  enable_prefix_caching=False)
+    params = {"context_len": 512, "turns": 3, "turn_tokens": 128, "output_len": 32}
+    cached = {"off": {0: 0, 1: 640, 2: 800}, "mtp:3": {0: 0, 1: 640, 2: 784}, "mtp:3 nopc": {0: 0, 1: 0, 2: 0}}
+    for arm, by_turn in cached.items():
+        for repeat in range(3):
+            requests = [{"session": session, "turn": turn, "prompt_tokens": 512 + 160 * turn, "output_tokens": 32,
+                         "ttft_s": 0.1, "cached_tokens": by_turn[turn], "output_hash": f"h{session}{turn}"}
+                        for session in range(2) for turn in range(3)]
+            s.trial(arm, workload="multi_turn", params=params, concurrency=2, repeat=repeat, requests=requests,
+                    tok_s=50.0, enable_prefix_caching=arm != "mtp:3 nopc")
+    return s
+
+
+def test_the_prefix_cache_deficit_is_measured_on_the_same_requests(tmp_path):
+    from runner.report.cache_deficit import cache_deficit
+
+    results = load_results([_study_a().write(tmp_path / "a")])
+    a = analyse(results, settings=settings_of(results))
+    d = cache_deficit(a.trials, a.requests)
+    assert len(d) == 1  # only the arm with caching and speculation; spec off is the reference
+    row = d.iloc[0]
+    assert row.reference == "off pc=on" and row.arm == "mtp:3 pc=on" and row.hits == 3 * 2 * 2  # repeats × sessions × turns with a hit
+    assert row["lost per hit"] == pytest.approx(16 / 2) and row["share of hits"] == pytest.approx(0.5)
+    assert row["share of cached tokens"] == pytest.approx(16 / (640 + 800))
+    assert "8 prompt tokens lost per cache hit, at 50 % of hits" in a.deficit_lines[0]
+    assert "Prefix-cache deficit" in write_report(run_dirs=[results.run_dirs[0]], out_dir=tmp_path / "o").path.read_text()
