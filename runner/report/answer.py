@@ -236,7 +236,10 @@ def caveat_tags(workload: str, *, config: dict, outcomes: pd.DataFrame, degenera
 def answer_table(*, outcomes: pd.DataFrame, points: pd.DataFrame, engines: pd.DataFrame, trials: pd.DataFrame,
                  crossovers: pd.DataFrame, recommendation: dict, config: dict, degenerate: pd.DataFrame,
                  divergence: pd.DataFrame, failures: pd.DataFrame, tie_band: float, min_repeats: int,
-                 seed: int) -> pd.DataFrame:
+                 seed: int, rate_rows: Optional[dict[str, dict]] = None) -> pd.DataFrame:
+    """One row per workload; `rate_rows` (workload → cells, runner.report.rate_answer) answers the open-loop
+    workloads of a rate search by their highest rate within the SLO instead of point by point."""
+    rate_rows = rate_rows or {}
     question = answerable_question(config, engines)
     q_all = None
     labels: dict[str, str] = {}
@@ -248,6 +251,12 @@ def answer_table(*, outcomes: pd.DataFrame, points: pd.DataFrame, engines: pd.Da
     for workload, mine in outcomes.groupby("workload", sort=False):
         entry = recommendation["workloads"].get(workload, {})
         mine_trials = trials[trials.workload == workload]
+        caveats = caveat_tags(workload, config=config, outcomes=mine, degenerate=degenerate, divergence=divergence,
+                              failures=failures, min_repeats=min_repeats)
+        if workload in rate_rows:
+            rows.append({"workload": f"{workload} (highest rate within the SLO)", **rate_rows[workload],
+                         "caveats": caveats})
+            continue
         q = q_all[q_all.workload == workload] if q_all is not None and len(q_all) else None
         by = _margin_text(mine)
         if q is not None and len(q):
@@ -267,9 +276,7 @@ def answer_table(*, outcomes: pd.DataFrame, points: pd.DataFrame, engines: pd.Da
         rows.append({"workload": f"{workload} ({deciding_metric(workload).label})",
                      "deploy": _deploy_text(mine, entry, mine_trials),
                      "by how much": fit(*by), "flips": fit(*flips),
-                     "how sure": _sure_text(mine, q),
-                     "caveats": caveat_tags(workload, config=config, outcomes=mine, degenerate=degenerate,
-                                            divergence=divergence, failures=failures, min_repeats=min_repeats)})
+                     "how sure": _sure_text(mine, q), "caveats": caveats})
     return pd.DataFrame(rows, columns=ANSWER_COLUMNS)
 
 

@@ -1,7 +1,8 @@
 """Caveats that make the Answer unusable or untrustworthy, said above it (not among the details). Pure.
 
 Blocking: dummy weights (speeds and acceptance are not the model's), fewer repeats than a choice needs, a KV
-capacity wall, an open-loop client that ran behind its schedule (the point measured the client), outputs that
+capacity wall, an open-loop client that ran behind its schedule (the point measured the client; not a saturation
+probe, whose sends are all at once by design), outputs that
 repeat a few tokens (acceptance is not that of real text) or differ between arms (not like for like). Each line
 says where and the fix.
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 import pandas as pd
 
 from runner.measurement.decision import DecisionKind
+from runner.report.frames import is_saturation
 
 
 def _where(frame: pd.DataFrame) -> str:
@@ -29,6 +31,13 @@ def _dummy(config: dict, engines: pd.DataFrame) -> bool:
     return model.get("load_format") == "dummy" or names.str.contains("dummy").any()
 
 
+def _saturation(trials: pd.DataFrame) -> pd.Series:
+    """Saturation probes (offered rate inf): every request sent at once by design, so their sends run "late"."""
+    if "offered_rate_req_s" not in trials:
+        return pd.Series(False, index=trials.index)
+    return pd.Series([is_saturation(r) for r in trials.offered_rate_req_s], index=trials.index, dtype=bool)
+
+
 def blocking_caveats(*, config: dict, engines: pd.DataFrame, trials: pd.DataFrame, outcomes: pd.DataFrame,
                      degenerate: pd.DataFrame, divergence: pd.DataFrame, min_repeats: int) -> list[str]:
     lines = []
@@ -45,7 +54,7 @@ def blocking_caveats(*, config: dict, engines: pd.DataFrame, trials: pd.DataFram
         lines.append(f"**KV capacity wall** at {len(walled)} point(s) ({_where(walled)}): they measure the KV pool, "
                      "not the configuration. Fix: lower concurrency or context, or more KV memory.")
     if "client_behind" in trials and len(trials):
-        behind = trials[trials.client_behind.fillna(False).astype(bool)]
+        behind = trials[trials.client_behind.fillna(False).astype(bool) & ~_saturation(trials)]
         if len(behind):
             lines.append(f"**Client behind** in {len(behind)} open-loop trial(s) ({_where(behind)}): the sends ran "
                          "late, so those points measured the client. Fix: a lower rate or a faster client host.")

@@ -11,17 +11,22 @@ import pandas as pd
 from runner.report import categories, flags, plots, rates, sections, study_plots, verdict
 from runner.report.answer import answer_table, draft_count_lines
 from runner.report.blocking import blocking_caveats
-from runner.report.arms import add_arms, describe_point, fixed_params, point_axes, point_coords
+from runner.report.arms import describe_point, fixed_params, point_axes, point_coords
+from runner.report.cache_deficit import cache_deficit, deficit_lines, deficit_section
 from runner.report.cost import cost_table
+from runner.report.failed_run import failed_engines, failed_run_markdown, failed_run_text, headline, nothing_measured
 from runner.report.html import to_html
 from runner.report.load import Results, load_results
 from runner.report.matrix import matrix_section
 from runner.report.samples import deciding_metric, point_table, sample_values
 from runner.report.pareto import pareto_points
-from runner.report.profiles import profiles_as_points
+from runner.report.frames import Frames, analysis_frames
 from runner.report.schedule_report import (acceptance_predictions, derived_schedules, schedule_outcomes,
                                            schedule_recommendations)
 from runner.report.race_report import race_stops
+from runner.report.rate_answer import answer_row as rate_answer_row
+from runner.report.rate_answer import rate_verdicts, recommendation_block
+from runner.report.rates import OPEN_LOOP, highest_rates, rate_points
 from runner.report.repeats import repeats_section
 from runner.report.shared_device import shared_device_section
 from runner.report.recommend import recommendation
@@ -39,10 +44,12 @@ HTML_FILE = "report.html"  # report.md as one self-contained page (runner.report
 class Analysis:
     """Every table the report shows, computed from the persisted files alone."""
 
-    results: Results
+    results: Results  # where the frames came from: its sources and configs (the sections read the frames)
     settings: ReportSettings
+    frames: Frames
     engines: pd.DataFrame
     trials: pd.DataFrame
+    requests: pd.DataFrame
     points: pd.DataFrame
     outcomes: pd.DataFrame
     verdict: pd.DataFrame
@@ -66,6 +73,13 @@ class Analysis:
     schedule_outcomes: pd.DataFrame = field(default_factory=pd.DataFrame)
     al_predictions: pd.DataFrame = field(default_factory=pd.DataFrame)
     blocking: list[str] = field(default_factory=list)  # runner.report.blocking: said above the Answer
+    # Open-loop trials against offered rate (runner.report.rates) and a rate search's verdicts (rate_answer).
+    rate_points: pd.DataFrame = field(default_factory=pd.DataFrame)
+    highest_rates: pd.DataFrame = field(default_factory=pd.DataFrame)
+    rate_verdicts: list = field(default_factory=list)
+    rate_lines: list[str] = field(default_factory=list)  # the rate search's Answer in sentences
+    cache_deficit: pd.DataFrame = field(default_factory=pd.DataFrame)  # runner.report.cache_deficit
+    deficit_lines: list[str] = field(default_factory=list)
 
     def point_text(self, frame: pd.DataFrame) -> list[str]:
         return _point_text(frame, self.trials)
@@ -91,8 +105,8 @@ def settings_of(results: Results) -> ReportSettings:
 
 def analyse(results: Results, *, bandwidth: float | None = None, settings: ReportSettings | None = None) -> Analysis:
     s = settings or settings_of(results)
-    trials, requests, engines = profiles_as_points(results.trials, results.requests, results.engines)
-    engines, trials = add_arms(engines, trials)
+    frames = analysis_frames(results, s.slo)
+    trials, requests, engines = frames.trials, frames.requests, frames.engines
     points = point_table(trials, sample_values(trials, requests), seed=s.seed)
     capacity = flags.capacity_flags(trials, requests, engines)
     rule = dict(tie_band=s.tie_band, min_repeats=s.min_repeats, seed=s.seed)
@@ -103,7 +117,7 @@ def analyse(results: Results, *, bandwidth: float | None = None, settings: Repor
     figures = arm_point_figures(trials, s.slo) if s.slo else None
     degenerate = flags.degenerate_flags(trials)
     failures = flags.failures(engines, trials)
-    race = race_stops(trials, results.phases)
+    race = race_stops(trials, frames.phases)
     crossings = verdict.crossovers(outcomes, trials)
     config = results.configs[0] if results.configs else {}
     recommended = recommendation(
@@ -114,11 +128,24 @@ def analyse(results: Results, *, bandwidth: float | None = None, settings: Repor
     schedules = derived_schedules(choices, trials, engines, config)
     recommended["draft_schedule"] = schedule_recommendations(
         schedules, lambda w, p: _params_text(trials, w, p)) if schedules else {}
+    deficit = cache_deficit(trials, requests)
+    at_rates = rate_points(trials, requests, s.slo)
+    best = highest_rates(at_rates, s.slo, seed=s.seed) if len(at_rates) and s.slo else pd.DataFrame()
+    by_rate = rate_verdicts(best, at_rates) if len(best) else []
+    answered = _rate_search_workloads(trials, by_rate)
+    line_text = {w: (lambda line, w=w: _params_text(trials, w, line)) for w in answered}
+    slo_text = s.slo.text() if s.slo else ""
+    rate_rows = {w: rate_answer_row([v for v in by_rate if v.workload == w], slo_text=slo_text,
+                                    line_text=line_text[w]) for w in answered}
+    for w in answered:
+        recommended["workloads"].setdefault(w, {})["highest_rate_within_slo"] = recommendation_block(
+            [v for v in by_rate if v.workload == w], slo_text=slo_text, line_text=line_text[w])
     answer = answer_table(outcomes=outcomes, points=points, engines=engines, trials=trials, crossovers=crossings,
                           recommendation=recommended, config=config, degenerate=degenerate, divergence=divergence,
-                          failures=failures, **rule)
+                          failures=failures, rate_rows=rate_rows, **rule)
     return Analysis(
-        results=results, settings=s, engines=engines, trials=trials, points=points, outcomes=outcomes,
+        results=results, settings=s, frames=frames, engines=engines, trials=trials, requests=requests, points=points,
+        outcomes=outcomes,
         verdict=verdict.verdict_table(outcomes, trials, capacity=capacity, divergence=divergence,
                                       min_repeats=s.min_repeats),
         crossovers=crossings, draft_choices=choices, draft_summary=summary,
@@ -128,11 +155,29 @@ def analyse(results: Results, *, bandwidth: float | None = None, settings: Repor
         slo_reach=max_concurrency(figures, s.slo) if figures is not None else pd.DataFrame(),
         pareto=pareto_points(trials) if len(trials) else pd.DataFrame(),
         cost=cost_table(trials, gpu_hour_usd=s.gpu_hour_usd) if s.gpu_hour_usd else pd.DataFrame(),
-        race=race, recommendation=recommended, answer=answer, draft_lines=draft_count_lines(summary, choices, trials),
+        race=race, recommendation=recommended, answer=answer,
+        # A rate search's draft count is its verdict against rate, not a choice per offered rate.
+        draft_lines=draft_count_lines(summary[~summary.workload.isin(answered)] if len(summary) else summary,
+                                      choices, trials),
         schedules=schedules, schedule_outcomes=schedule_outcomes(points, choices, **rule),
-        al_predictions=acceptance_predictions(results.trials),
+        al_predictions=acceptance_predictions(frames.ran),
+        rate_points=at_rates, highest_rates=best, rate_verdicts=by_rate,
+        cache_deficit=deficit, deficit_lines=deficit_lines(deficit),
+        rate_lines=[v.sentence(slo_text, line_text[v.workload](v.line)) for v in by_rate if v.workload in answered],
         blocking=blocking_caveats(config=config, engines=engines, trials=trials, outcomes=outcomes,
                                   degenerate=degenerate, divergence=divergence, min_repeats=s.min_repeats))
+
+
+def _rate_search_workloads(trials: pd.DataFrame, verdicts: list) -> list[str]:
+    """The workloads whose every ok trial arrived open loop and that have a verdict against rate: their Answer is
+    the highest rate within the SLO, not a choice per offered rate (arms measured at other rates)."""
+    with_verdict = {v.workload for v in verdicts}
+    ok = trials[trials.status == "ok"]
+    out = []
+    for workload, mine in ok.groupby("workload", sort=False):
+        if workload in with_verdict and "arrival" in mine and mine.arrival.isin(OPEN_LOOP).all():
+            out.append(workload)
+    return out
 
 
 def _params_text(trials: pd.DataFrame, workload: str, params_json: str) -> str:
@@ -148,7 +193,7 @@ def _point_text(frame: pd.DataFrame, trials: pd.DataFrame) -> list[str]:
 def _sources_section(a: Analysis) -> str:
     rows = []
     for source in a.results.sources:
-        t = a.results.trials[a.results.trials.source == source]  # as persisted: spec off once, not per profile
+        t = a.frames.ran[a.frames.ran.source == source]  # as persisted: spec off once, not per profile
         e = a.engines[a.engines.source == source]
         rows.append({"folder": source, "sweep": ", ".join(map(str, t.sweep.unique())) or "–",
                      "run": ", ".join(map(str, t.run_id.unique())) or "–",
@@ -292,7 +337,7 @@ def render_markdown(a: Analysis, *, plot_files: list[Path]) -> str:
              sections.race_section(a), repeats_section(a.trials), sections.degenerate_section(a),
              section("Crossovers", md_table(a.crossovers) if len(a.crossovers) else
                      "None: the outcome does not change along any axis."),
-             _draft_section(a), sections.schedule_section(a), _capacity_section(a), _divergence_section(a), _failures_section(a),
+             _draft_section(a), deficit_section(a), sections.schedule_section(a), _capacity_section(a), _divergence_section(a), _failures_section(a),
              _bandwidth_section(a), _detail_section(a), _engines_section(a), sections.first_trial_section(a),
              sections.agreement_section(a), sections.device_time_section(a)]
     parts += [rates.rate_section(a), categories.category_section(a)]
@@ -303,7 +348,9 @@ def render_markdown(a: Analysis, *, plot_files: list[Path]) -> str:
 
 def _draw(a: Analysis, out_dir: Path) -> list[Path]:
     """Plots; one that fails is reported and skipped (the tables are the report)."""
-    workloads = list(dict.fromkeys(a.points.workload))
+    # Open-loop workloads are drawn against offered rate (rates.plot_rates), not against concurrency.
+    open_loop = set(a.rate_points.workload) if len(a.rate_points) else set()
+    workloads = [w for w in dict.fromkeys(a.points.workload) if w not in open_loop]
     jobs = [lambda w=w: plots.plot_vs_concurrency(a.points, a.trials, w, out_dir) for w in workloads]
     jobs += [lambda w=w: study_plots.plot_throughput(a.trials, w, out_dir) for w in workloads]
     jobs += [lambda w=w: study_plots.plot_speedup(a.points, a.trials, w, out_dir) for w in workloads]
@@ -313,7 +360,7 @@ def _draw(a: Analysis, out_dir: Path) -> list[Path]:
              lambda: plots.plot_kv_capacity(a.engines, out_dir)]
     jobs += [lambda: rates.plot_rates(a, out_dir)]
     jobs += [lambda w=w: plots.plot_pareto(a.pareto, w, out_dir, params_text=a.params_text)
-             for w in dict.fromkeys(a.pareto.workload if len(a.pareto) else [])]
+             for w in dict.fromkeys(a.pareto.workload if len(a.pareto) else []) if w not in open_loop]
     written = []
     for job in jobs:
         try:
@@ -356,6 +403,25 @@ def _write_atomic(path: Path, text: str) -> None:
     tmp.replace(path)
 
 
+def _write_failed_run(results: Results, out_dir: Path, *, echo: bool) -> Report:
+    """Every engine failed: a report that says which and why, nothing analysed (runner.report.failed_run)."""
+    import yaml
+
+    markdown = failed_run_markdown(results)
+    path = out_dir / "report.md"
+    _write_atomic(path, markdown)
+    _write_atomic(out_dir / HTML_FILE, to_html(markdown, out_dir, title=markdown.splitlines()[0].lstrip("# ")))
+    failed = failed_engines(results)
+    recommendation_path = out_dir / "recommendation.yaml"
+    _write_atomic(recommendation_path, yaml.safe_dump({"workloads": {}, "no_answer": headline(failed)},
+                                                      sort_keys=False, allow_unicode=True, width=120))
+    _write_atomic(out_dir / ANSWER_FILE, json.dumps({"question": "", "blocking": [headline(failed)], "answer": [],
+                                                     "failed_engines": failed.to_dict("records")}, indent=1))
+    if echo:
+        print(f"\nreport: {path}\n\n" + failed_run_text(results))
+    return Report(path=path, recommendation_path=recommendation_path)
+
+
 def write_report(*, run_dirs: list[Path], out_dir: Path | None = None, echo: bool = False,
                  bandwidth: float | None = None, overrides: dict | None = None, question: dict | None = None) -> Report:
     """Reads the folders' persisted files and writes report.md and report.html, recommendation.yaml and PNGs into
@@ -369,6 +435,8 @@ def write_report(*, run_dirs: list[Path], out_dir: Path | None = None, echo: boo
     out_dir = Path(out_dir or run_dirs[0])
     out_dir.mkdir(parents=True, exist_ok=True)
     results = load_results(run_dirs)
+    if nothing_measured(results):
+        return _write_failed_run(results, out_dir, echo=echo)
     if question is not None and results.configs:
         results.configs[0].setdefault("sweep", {})["question"] = question
     settings = with_overrides(settings_of(results), **(overrides or {}))
@@ -384,7 +452,10 @@ def write_report(*, run_dirs: list[Path], out_dir: Path | None = None, echo: boo
     _write_atomic(out_dir / ANSWER_FILE, json.dumps({"question": sections.question_title(a),
                                                      "blocking": [b.replace("**", "") for b in a.blocking],
                                                      "answer": a.answer.to_dict("records"),
-                                                     "draft_count": a.draft_lines}, indent=1))
+                                                     "highest_rate": [x.replace("**", "") for x in a.rate_lines],
+                                                     "draft_count": a.draft_lines,
+                                                     "prefix_cache_deficit": [x.removeprefix("- ").replace("**", "")
+                                                                              for x in a.deficit_lines]}, indent=1))
     if echo:
         echo_headlines(a, path, plot_files)
     return Report(path=path, plots=plot_files, analysis=a, recommendation_path=recommendation_path)

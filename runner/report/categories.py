@@ -125,7 +125,7 @@ def category_figures(trials: pd.DataFrame, requests: pd.DataFrame) -> pd.DataFra
 
 def category_section(a) -> str:
     """The report's "Per prompt category" section (empty when no request carries a category)."""
-    requests = read_category_requests(a.results.run_dirs, a.results.sources)
+    requests = a.frames.category_requests
     if not len(requests):
         return ""
     table = category_figures(a.trials, requests)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from runner.report.arms import axis_short, point_coords
+from runner.report.arms import CONCURRENCY, axis_short, point_coords
 from runner.report.brief import line_axes, load_axis
 from runner.report.render import md_table, section
 from runner.report.samples import deciding_metric
@@ -43,6 +43,12 @@ def arm_load_matrices(points: pd.DataFrame, outcomes: pd.DataFrame,
         for key in keys:
             here = [(c, r) for c, r in records if tuple(c.get(a) for a in lines) == key]
             loads = sorted({c.get(load) for c, _ in here}, key=_sort_key)
+            dropped = 0
+            if load != CONCURRENCY:  # open loop: compare arms only at rates every arm ran
+                arms = {r["arm"] for _, r in here}
+                common = [v for v in loads if {r["arm"] for c, r in here if c.get(load) == v and r["n"]} == arms]
+                dropped, loads = len(loads) - len(common), common
+                here = [(c, r) for c, r in here if c.get(load) in loads]
             table: dict[str, dict[str, str]] = {}
             for c, r in here:
                 decision = decisions.get((workload, r["workload_params_json"], int(r["concurrency"])))
@@ -51,7 +57,9 @@ def arm_load_matrices(points: pd.DataFrame, outcomes: pd.DataFrame,
             columns = ["arm", *(f"{axis_short(load)}={v}" for v in loads)]
             frame = pd.DataFrame(list(table.values()), columns=columns).fillna("–")
             where = ", ".join(f"{axis_short(a)}={v}" for a, v in zip(lines, key))
-            out.append((f"{workload}{': ' + where if where else ''} — {metric.heading}", frame))
+            note = (f" (offered rates every arm ran; {dropped} rate(s) only some arms ran: see Against offered rate)"
+                    if dropped else "")
+            out.append((f"{workload}{': ' + where if where else ''} — {metric.heading}{note}", frame))
     return out
 
 

@@ -43,18 +43,26 @@ def profiles_as_points(trials: pd.DataFrame, requests: pd.DataFrame,
     spec = trials[~off.to_numpy()].assign(
         workload_params_json=[_with_param(p, f) for p, f, o in zip(trials.workload_params_json, profile, off) if not o])
     parts.append(spec)
-    extra_requests = []
     for source, group in trials[off.to_numpy()].groupby("source", sort=False):
         present = sorted({f for f, s, o in zip(profile, trials.source, off) if s == source and not o}) or ["real"]
         for f in present:
-            copy = group.assign(workload_params_json=[_with_param(p, f) for p in group.workload_params_json],
-                                trial_id=[f"{t}{_ID_SEPARATOR}{f}" for t in group.trial_id])
-            parts.append(copy)
-            if len(requests) and "trial_id" in requests:
-                mine = requests[(requests.source == source) & requests.trial_id.isin(group.trial_id)]
-                extra_requests.append(mine.assign(trial_id=[f"{t}{_ID_SEPARATOR}{f}" for t in mine.trial_id]))
+            parts.append(group.assign(workload_params_json=[_with_param(p, f) for p in group.workload_params_json],
+                                      trial_id=[f"{t}{_ID_SEPARATOR}{f}" for t in group.trial_id]))
     trials = pd.concat(parts, ignore_index=True).assign(spec_acceptance_profile=None)
-    if extra_requests:
-        requests = pd.concat([requests, *extra_requests], ignore_index=True)
     engines = engines.assign(spec_acceptance_profile=None) if "spec_acceptance_profile" in engines else engines
-    return trials, requests, engines
+    return trials, requests_of(trials, requests), engines
+
+
+def requests_of(trials: pd.DataFrame, requests: pd.DataFrame) -> pd.DataFrame:
+    """`requests` keyed like `trials` after profiles_as_points: a spec-off trial's requests once more under each
+    of its copies' ids (any requests frame: the report's columns or a section's own)."""
+    if not len(requests) or "trial_id" not in requests or not len(trials):
+        return requests
+    copies = [(s, t) for s, t in zip(trials.source, trials.trial_id) if _ID_SEPARATOR in str(t)]
+    if not copies:
+        return requests
+    key = pd.DataFrame(copies, columns=["source", "copy_id"])
+    key["trial_id"] = [c.split(_ID_SEPARATOR)[0] for c in key.copy_id]
+    copied = requests.merge(key, on=["source", "trial_id"])
+    copied = copied.assign(trial_id=copied.copy_id).drop(columns="copy_id")
+    return pd.concat([requests, copied], ignore_index=True)

@@ -19,30 +19,13 @@ import numpy as np
 import pandas as pd
 
 from runner.measurement.rate_bracket import crossing, crossing_interval, line_params, within_noise
+from runner.report.frames import GOODPUT, request_goodput
 from runner.report.probe_note import probe_notes
 from runner.report.render import md_table, section
 from runner.schema import TrialStatus
 from runner.slo import Metric, Slo
 
 OPEN_LOOP = ("poisson", "gamma", "trace")
-# The per-request column each metric's target bounds as a limit for goodput.
-REQUEST_COLUMNS = {Metric.TTFT: "ttft_s", Metric.TPOT: "tpot_s", Metric.E2EL: "e2e_s"}
-
-
-def request_goodput(trials: pd.DataFrame, requests: pd.DataFrame, slo: Slo) -> pd.Series:
-    """Per trial (indexed like `trials`): measured requests within every per-request limit / duration_s."""
-    limits = {REQUEST_COLUMNS[metric]: s for metric, s in slo.request_limits_s().items()}
-    if not limits or not len(requests):
-        return pd.Series(np.nan, index=trials.index)
-    chosen = requests[requests.error.isna() & (requests.phase == "measured")].copy()
-    ok = np.ones(len(chosen), dtype=bool)
-    for column, limit in limits.items():
-        ok &= (pd.to_numeric(chosen[column], errors="coerce") <= limit).to_numpy()
-    chosen["meets"] = ok
-    met = chosen.groupby(["source", "trial_id"]).meets.sum()
-    keys = list(zip(trials.source, trials.trial_id))
-    counts = pd.Series([met.get(k, 0) for k in keys], index=trials.index, dtype=float)
-    return counts / pd.to_numeric(trials.duration_s, errors="coerce")
 
 
 def rate_points(trials: pd.DataFrame, requests: pd.DataFrame, slo: Slo) -> pd.DataFrame:
@@ -54,7 +37,8 @@ def rate_points(trials: pd.DataFrame, requests: pd.DataFrame, slo: Slo) -> pd.Da
     if not len(ok):
         return pd.DataFrame()
     ok["line"] = [line_params(p) for p in ok.workload_params_json]
-    ok["goodput"] = request_goodput(ok, requests, slo)
+    # The analysis's frames carry each trial's goodput under the report's SLO (runner.report.frames).
+    ok["goodput"] = ok[GOODPUT] if GOODPUT in ok else request_goodput(ok, requests, slo)
     rows = []
     for (workload, line, arm, rate), group in ok.groupby(["workload", "line", "arm", "offered_rate_req_s"],
                                                           sort=False):
@@ -65,7 +49,10 @@ def rate_points(trials: pd.DataFrame, requests: pd.DataFrame, slo: Slo) -> pd.Da
                "ttft_p50_ms": float(pd.to_numeric(group.ttft_p50_s, errors="coerce").median()) * 1000,
                "ttft_p99_ms": float(pd.to_numeric(group.ttft_p99_s, errors="coerce").median()) * 1000,
                "tpot_p50_ms": float(pd.to_numeric(group.tpot_p50_s, errors="coerce").median()) * 1000,
-               "client_behind": bool(group.client_behind.fillna(False).astype(bool).any()),
+               "tok_s_per_session": float(pd.to_numeric(group.decode_tok_s_per_session, errors="coerce").median())
+               if "decode_tok_s_per_session" in group else math.nan,
+               # A saturation probe sends everything at once by design: its sends are late, not its client.
+               "client_behind": not math.isinf(rate) and bool(group.client_behind.fillna(False).astype(bool).any()),
                "samples": {name: [float(v) * 1000 for v in pd.to_numeric(group[slo.column(name)],
                                                                           errors="coerce")]
                            for name in slo.limits}}
@@ -121,7 +108,7 @@ def _line_text(a, workload: str, line: str) -> str:
 def rate_section(a) -> str:
     """The report's "Against offered rate" section (empty without open-loop trials)."""
     slo = a.settings.slo
-    points = rate_points(a.trials, a.results.requests, slo)
+    points = a.rate_points
     if not len(points):
         return ""
     table = pd.DataFrame({
@@ -133,10 +120,11 @@ def rate_section(a) -> str:
         "client behind": ["yes" if b else "" for b in points.client_behind]})
     blocks = ["Open-loop trials by offered rate (medians over repeats). Throughput = measured requests completed / "
               "their span; goodput counts those within every `slo` target taken as a per-request limit. "
-              "\"client behind\": the sends ran late (p99 lag > 10 ms), so that point measured the client."]
+              "\"client behind\": the sends ran late (p99 lag > 10 ms), so that point measured the client "
+              "(a saturation probe sends everything at once by design: never behind)."]
     blocks += probe_notes(a.trials)
     if slo:
-        best = highest_rates(points, slo, seed=a.settings.seed)
+        best = a.highest_rates
         blocks.append(md_table(pd.DataFrame({
             "workload": best.workload, "params": [_line_text(a, w, l) for w, l in zip(best.workload, best.line)],
             "arm": best.arm, f"highest rate within the SLO ({a.settings.slo.text()})": best["within the SLO"],
@@ -157,7 +145,7 @@ def rate_section(a) -> str:
 def plot_rates(a, out_dir: Path) -> Path | None:
     """Latency percentiles and goodput against offered rate: one row of two panels per workload, one line per
     arm (and point)."""
-    points = rate_points(a.trials, a.results.requests, a.settings.slo)
+    points = a.rate_points
     if not len(points):
         return None
     import matplotlib
@@ -166,8 +154,8 @@ def plot_rates(a, out_dir: Path) -> Path | None:
     import matplotlib.pyplot as plt
 
     workloads = list(dict.fromkeys(points.workload))
-    fig, axes = plt.subplots(len(workloads), 2, figsize=(11, 4 * len(workloads)), squeeze=False)
-    for (latency, good), workload in zip(axes, workloads):
+    fig, axes = plt.subplots(len(workloads), 3, figsize=(16, 4 * len(workloads)), squeeze=False)
+    for (latency, good, speed), workload in zip(axes, workloads):
         mine = points[points.workload == workload]
         for (line, arm), row in mine.groupby(["line", "arm"], sort=False):
             label = arm if mine.line.nunique() == 1 else f"{arm} {_line_text(a, workload, line)}"
@@ -175,6 +163,7 @@ def plot_rates(a, out_dir: Path) -> Path | None:
             latency.plot(row.x, row.ttft_p99_ms, marker="^", linestyle="--", color=drawn[0].get_color(),
                          label=f"{label} TTFT p99")
             good.plot(row.x, row.goodput if a.settings.slo else row.throughput, marker="o", label=label)
+            speed.plot(row.x, row.tok_s_per_session, marker="o", label=label)
         for target in a.settings.slo.targets:
             if target.metric == Metric.TTFT:
                 latency.axhline(target.ms, color="grey", linewidth=0.8, linestyle=":")
@@ -184,7 +173,9 @@ def plot_rates(a, out_dir: Path) -> Path | None:
         good.set_ylabel("req/s")
         good.set_title(f"{workload}: " + ("goodput (within the SLO)" if a.settings.slo else
                                           "throughput (no SLO)"), fontsize=10)
-        for ax in (latency, good):
+        speed.set_ylabel("tok/s")
+        speed.set_title(f"{workload}: decode tok/s per session", fontsize=10)
+        for ax in (latency, good, speed):
             ax.set_xlabel("offered req/s (saturation: at its measured throughput)")
             ax.set_xlim(left=0)
             ax.set_ylim(bottom=0)

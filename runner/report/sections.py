@@ -41,18 +41,30 @@ def answer_section(a) -> str:
     if not len(a.answer):
         return section("Answer", "No measured trials yet.")
     draft = ["**Draft count**", *a.draft_lines] if a.draft_lines else []
+    if a.deficit_lines:
+        draft += ["", "**Prefix-cache deficit** (cache hits of a speculative arm against spec off's)",
+                  *a.deficit_lines]
     blocking = "\n".join([f"**{BLOCKING_TITLE}**", *(f"- {b}" for b in a.blocking)])
     asked, rules = _answer_intro(a)
-    return section("Answer", blocking if a.blocking else "", asked, md_table(a.answer), "\n".join(draft), rules)
+    rates = "\n".join(f"- {line}" for line in a.rate_lines)
+    if a.rate_lines:
+        from runner.report.rate_answer import RULE
+
+        rules = f"{RULE} {rules}"
+    return section("Answer", blocking if a.blocking else "", asked, rates, md_table(a.answer), "\n".join(draft),
+                   rules)
 
 
 def answer_text(a) -> str:
     """The terminal's closing block: the same Answer table and draft-count lines as report.md."""
     title = question_title(a)
     lines = ["answer" + (f" — {title}" if title else "") + ":",
-             *(f"! {b.replace('**', '')}" for b in a.blocking), md_table(a.answer)]
+             *(f"! {b.replace('**', '')}" for b in a.blocking), *(x.replace("**", "") for x in a.rate_lines),
+             md_table(a.answer)]
     if a.draft_lines:
         lines += ["draft count:", *(line.removeprefix("- ").replace("**", "") for line in a.draft_lines)]
+    if a.deficit_lines:
+        lines += ["prefix-cache deficit:", *(line.removeprefix("- ").replace("**", "") for line in a.deficit_lines)]
     return "\n".join(lines)
 
 
@@ -153,14 +165,14 @@ def device_time_section(a) -> str:
     """Per folder: where its wall time went (runner.report.timeline)."""
     from runner.report.timeline import device_time
 
-    r = a.results
-    phases = getattr(r, "phases", None)
+    f = a.frames
+    phases = f.phases
     if phases is None or not len(phases):
         return ""
     parts = []
-    for source in r.sources:
-        split = device_time(phases[phases.source == source], r.engines[r.engines.source == source],
-                            r.trials[r.trials.source == source])
+    for source in a.results.sources:
+        split = device_time(phases[phases.source == source], f.engines[f.engines.source == source],
+                            f.ran[f.ran.source == source])
         if split is not None:
             parts += [f"**{source}**", md_table(pd.DataFrame(split.rows()))]
     if not parts:
@@ -216,8 +228,8 @@ def agreement_section(a) -> str:
     from runner.report.agreement import BAND, agreement_line, agreement_rows
     from runner.report.samples import sample_values
 
-    r = a.results
-    rows = agreement_rows(r.trials, sample_values(r.trials, r.requests), r.sources)
+    f = a.frames
+    rows = agreement_rows(f.ran, sample_values(f.ran, f.ran_requests), a.results.sources)
     if not len(rows):
         return ""
     lines, tables = [], []
@@ -248,13 +260,13 @@ def first_trial_section(a) -> str:
                                             first_trial_checks, point_line, summary_line)
     from runner.report.samples import sample_values
 
-    r = a.results
-    samples = sample_values(r.trials, r.requests)
-    first_runs = getattr(r, "first_runs", None)
-    twice = first_run_checks(r.trials, samples, first_runs, sample_values(first_runs, r.first_run_requests)
+    r = a.frames
+    samples = sample_values(r.ran, r.ran_requests)
+    first_runs = r.first_runs
+    twice = first_run_checks(r.ran, samples, first_runs, sample_values(first_runs, r.first_run_requests)
                              if first_runs is not None and len(first_runs) else samples.iloc[0:0], r.engines)
-    checks = first_trial_checks(r.trials, samples, getattr(r, "phases", None))
-    at_points = first_at_point_checks(r.trials, samples)
+    checks = first_trial_checks(r.ran, samples, r.phases)
+    at_points = first_at_point_checks(r.ran, samples)
     points = point_line(at_points)
     if not len(checks) and not points and not len(twice):
         return ""
@@ -271,7 +283,7 @@ def first_trial_section(a) -> str:
                   md_table(worse.drop(columns=["source"]).round({"first": 4, "later_median": 4, "ratio": 3}))]
     twice_text = (f"Each engine's first trial after a load or a pool wake ran twice with the same prompts and keeps "
                   f"the second: {first_run_line(twice)}. ") if len(twice) else ""
-    return section("First trials", f"Warm-up{_warmup_modes(r.trials)} keeps first-use costs out of the figures; this "
+    return section("First trials", f"Warm-up{_warmup_modes(r.ran)} keeps first-use costs out of the figures; this "
                    f"checks it on the deciding figure (ratio > 1: the first run was better). {twice_text}Against the "
                    "median of the same point (engine, workload, params, concurrency) in other rounds, which send "
                    "other prompts and so carry "
