@@ -1,5 +1,6 @@
 """The engine actors: start one, retire it off the critical path, reap, kill, abandon all, keep their logs; with
-execution.keep_engines, pooled ones: found in the pool and claimed, parked instead of killed, woken again."""
+execution.keep_engines, pooled ones (their bookkeeping: runner.pool.kept): claimed from the pool, parked instead of
+killed, woken again."""
 from __future__ import annotations
 
 import os
@@ -28,16 +29,6 @@ class _Dying:
     parks: bool = False
 
 
-@dataclass(kw_only=True)
-class Parked:
-    """A pooled engine this command may wake: `first` while it has not yet served this command (it was found in
-    the pool: its engine row says reused_from_pool)."""
-
-    actor: object
-    first: bool
-    bundle: Optional[str] = None  # its placement-group bundle (CUDA lanes: bundle_key), where it has one
-
-
 def bundle_key(bundle: Optional[tuple]) -> Optional[str]:
     """A lane's placement-group bundle as text (group id:index), the same for every command; None: no bundle."""
     if bundle is None:
@@ -55,32 +46,17 @@ class ActorPool:
         self.logged: dict[str, dict] = {}  # engine_id -> {actor: its log}
         self.keep = settings.keep_engines
         self.model_cfg = model_cfg
-        self.parked: dict[str, Parked] = {}  # engine_id -> a pooled engine, loaded, out of any lane
-        self.named: dict[int, str] = {}  # id(actor) -> the engine its pool name is for
-        # Host RAM the claimed pooled engines' sleeps already hold: the node's free RAM, measured with it taken,
-        # must not count against this command's own residents twice.
-        self.claimed_host_gib = 0.0
-        self.bundles: dict[int, Optional[str]] = {}  # id(actor) -> its bundle (bundle_key)
-        self._holder = None  # runner.pool.pools.Holder: made once, where this command holds pooled engines
-        self._engine_pool = None  # runner.pool.pools.EnginePool: this command's pool (settings.pool)
+        self.kept = None  # runner.pool.kept.KeptEngines: this command's side of its pool (keep_engines only)
+        if self.keep:
+            from runner.pool.kept import KeptEngines
+
+            self.kept = KeptEngines(pool=settings.pool, ttl_s=settings.pool_ttl_s)
         self._vllm_version: Optional[str] = None
 
     # ---- the pool (execution.keep_engines) ----
     @property
-    def engine_pool(self):
-        """This command's pool (runner.pool.pools.EnginePool): claim and park go through it."""
-        if self._engine_pool is None:
-            from runner.pool.pools import EnginePool
-
-            self._engine_pool = EnginePool(self.settings.pool)
-        return self._engine_pool
-
-    @property
-    def holder(self):
-        """This command as the holder of pooled engines (its Ray job, and the actor whose liveness is its own)."""
-        if self._holder is None:
-            self._holder = self.engine_pool.cluster.holder()
-        return self._holder
+    def claimed_host_gib(self) -> float:
+        return self.kept.claimed_host_gib if self.keep else 0.0
 
     def identity(self, engine: EngineConfig):
         """The engine's pooled identity, as its actor runs it."""
@@ -98,19 +74,14 @@ class ActorPool:
         """The pool's engines among `engines`, claimed for this command (woken instead of loaded); their ids."""
         if not self.keep or not engines:
             return []
-        found = self.engine_pool.claim({e.engine_id: self.identity(e) for e in engines}, holder=self.holder)
-        for engine_id, claimed in found.items():
-            self.parked[engine_id] = Parked(actor=claimed.actor, first=True, bundle=claimed.bundle)
-            self.named[id(claimed.actor)] = engine_id
-            self.claimed_host_gib += claimed.host_gib
-        return sorted(found)
+        return self.kept.claim({e.engine_id: self.identity(e) for e in engines})
 
     def has_parked(self, engine_id: str) -> bool:
         if not self.keep:
             return False
-        return engine_id in self.parked or any(d.parks and d.engine.engine_id == engine_id for d in self.dying)
+        return engine_id in self.kept.parked or any(d.parks and d.engine.engine_id == engine_id for d in self.dying)
 
-    def take_parked(self, engine: EngineConfig, *, bundle: Optional[tuple] = None) -> Optional[Parked]:
+    def take_parked(self, engine: EngineConfig, *, bundle: Optional[tuple] = None):
         """The pooled engine for `engine`, out of the pool (or on its way there) and into a lane; None: none
         (or one in another lane's placement-group bundle: it stays where it is)."""
         if not self.keep:
@@ -118,38 +89,24 @@ class ActorPool:
         for dying in list(self.dying):
             if dying.parks and dying.engine.engine_id == engine.engine_id:
                 self.dying.remove(dying)  # its park still runs: the actor wakes it after
-                self.parked[engine.engine_id] = Parked(actor=dying.actor, first=False,
-                                                       bundle=self.bundles.get(id(dying.actor)))
-        parked = self.parked.get(engine.engine_id)
-        if parked is None:
-            return None
-        if parked.bundle != bundle_key(bundle):  # on another lane's GPU (or none): it stays in the pool
-            return None
-        return self.parked.pop(engine.engine_id)
+                self.kept.parked_again(engine.engine_id, dying.actor)
+        return self.kept.take(engine.engine_id, bundle=bundle_key(bundle))
 
-    def adopt_call(self, parked: Parked):
-        """The call that wakes a pooled engine for this command (runner.pool.actor.PooledEngineActor.adopt)."""
-        s = self.settings
-        return parked.actor.adopt.remote(holder=self.holder.job, holder_handle=self.holder.handle, keys=self.keys,
-                                         slo=s.slo, warmup=s.warmup, warmup_output_cap=s.warmup_output_cap,
-                                         first=parked.first, ttl_s=s.pool_ttl_s,
-                                         first_trial_twice=s.first_trial_twice)
+    def adopt_call(self, parked):
+        """The call that wakes a pooled engine for this command (runner.pool.kept.KeptEngines.adopt_call)."""
+        return self.kept.adopt_call(parked, keys=self.keys, settings=self.settings)
 
     def suits(self, actor, engine: EngineConfig) -> bool:
         """Whether a spare actor may host `engine`: a pooled one is named after the engine it was made for."""
-        return self.named.get(id(actor), engine.engine_id) == engine.engine_id
+        return not self.keep or self.kept.suits(actor, engine.engine_id)
 
     def pooled(self, actor) -> bool:
-        return self.keep and id(actor) in self.named
+        return self.keep and self.kept.pooled(actor)
 
     def _pool_entry(self, engine: EngineConfig, bundle: Optional[tuple]):
         from runner.pool.identity import summary_of
-        from runner.pool.member import PoolEntry
 
-        identity = self.identity(engine)
-        return PoolEntry(pool=self.settings.pool, name=identity.actor_name, identity=identity.as_dict(),
-                         summary=summary_of(engine), ttl_s=self.settings.pool_ttl_s, holder=self.holder.job,
-                         holder_handle=self.holder.handle, bundle=bundle_key(bundle))
+        return self.kept.entry(self.identity(engine), summary=summary_of(engine), bundle=bundle_key(bundle))
 
     def new(self, engine: EngineConfig, *, lane: int, lanes: int, bundle: Optional[tuple]):
         """A fresh actor for `engine` on lane `lane` of `lanes` (its process only: no engine yet)."""
@@ -183,8 +140,7 @@ class ActorPool:
                 actor = pooled_class.options(name=entry.name, lifetime="detached").remote(**kwargs, pool_entry=entry)
             except ValueError:  # the pool's engine of that name is held by another running command
                 return actor_class.remote(**kwargs)
-            self.named[id(actor)] = engine.engine_id
-            self.bundles[id(actor)] = entry.bundle
+            self.kept.made(actor, engine_id=engine.engine_id, bundle=entry.bundle)
             return actor
         return actor_class.remote(**kwargs)
 
@@ -214,7 +170,8 @@ class ActorPool:
 
         if actor is None:
             return
-        self.named.pop(id(actor), None)
+        if self.keep:
+            self.kept.forget(actor)
         if graceful:
             try:
                 ray.get(actor.shutdown.remote(), timeout=self.settings.shutdown_timeout_s)
@@ -249,8 +206,7 @@ class ActorPool:
                 except Exception:
                     pass
                 if dying.parks:  # a park past its deadline goes on in the actor; a wake waits for it there
-                    self.parked[dying.engine.engine_id] = Parked(actor=dying.actor, first=False,
-                                                                 bundle=self.bundles.get(id(dying.actor)))
+                    self.kept.parked_again(dying.engine.engine_id, dying.actor)
                 else:
                     self.kill(dying.actor, graceful=False)
             if not wait or not self.dying:
@@ -265,9 +221,8 @@ class ActorPool:
 
     def finish(self) -> None:
         """The run is over: pooled engines it claimed and never woke go back to the pool (no holder)."""
-        unused = [p.actor for p in self.parked.values() if p.first]
-        if unused:
-            self.engine_pool.park(unused, timeout_s=self.settings.shutdown_timeout_s)
+        if self.keep:
+            self.kept.park(self.kept.unused(), timeout_s=self.settings.shutdown_timeout_s)
 
     def abandon(self, actors: list, *, loaded: Optional[list] = None) -> None:
         """Stop in seconds: every engine (and those retiring) shut down at once, bounded, then killed. Pooled
@@ -277,12 +232,13 @@ class ActorPool:
         with signals_deferred():
             keep = {id(a): a for a in (loaded or []) if self.pooled(a)}
             keep.update({id(d.actor): d.actor for d in self.dying if d.parks})
-            keep.update({id(p.actor): p.actor for p in self.parked.values()})
+            if self.keep:
+                keep.update({id(p.actor): p.actor for p in self.kept.parked.values()})
+                self.kept.parked.clear()
             actors = [a for a in actors + [d.actor for d in self.dying] if id(a) not in keep]
             self.dying.clear()
-            self.parked.clear()
             if keep:
-                self.engine_pool.park(list(keep.values()), timeout_s=self.settings.shutdown_timeout_s)
+                self.kept.park(list(keep.values()), timeout_s=self.settings.shutdown_timeout_s)
             actors = list({id(a): a for a in actors}.values())
             # Engines first (ray.kill alone may orphan an engine core child), all at once and bounded.
             refs = []

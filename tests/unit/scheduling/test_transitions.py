@@ -89,15 +89,15 @@ class _Call:
 
 
 def _pooled_lane():
+    from runner.pool.kept import Parked
     from runner.pool.pools import Holder
-    from runner.scheduling.actors import Parked
 
     log: list[str] = []
     plan = rounds_plan(engines=2, trials=1, repeats=1)
     s = settings(device="cpu", keep_engines=True)
     pool = ActorPool(settings=s, keys=RunKeys(sweep="s", run_id="r"), log_dir="/tmp")
-    pool.parked["e0"] = Parked(actor=PooledActor(log, "a0"), first=True)
-    pool._holder = Holder(job="01000000", handle=None)  # as its claim made it (no Ray here)
+    pool.kept.parked["e0"] = Parked(actor=PooledActor(log, "a0"), first=True)
+    pool.kept._holder = Holder(job="01000000", handle=None)  # as its claim made it (no Ray here)
     steps = LaneSteps(plan=plan, model_cfg={}, settings=s, held=HeldEngines(pool=pool), recorder=Recorder(),
                       race=Race(plan=plan, enabled=False, tie_band=0.02, seed=0), deadline=Deadline(deadline_s=None))
     lane = Lane(index=0, steps=collections.deque(round_steps(plan, engine_ids=["e0", "e1"])))
@@ -116,7 +116,7 @@ def test_an_engine_in_the_pool_is_woken_not_loaded():
 def test_a_pooled_engine_that_leaves_its_lane_is_parked_not_killed():
     steps, lane, plan, log = _pooled_lane()
     actor = PooledActor(log, "a1")
-    steps.pool.named[id(actor)] = "e1"
+    steps.pool.kept.named[id(actor)] = "e1"
     steps.pool.retire(plan.engine("e1"), actor)
     assert log == ["read_log a1", "park a1"] and steps.pool.has_parked("e1")
     # Wanted again while its park is still in flight: taken back, woken (the actor orders the wake after the park).
@@ -127,7 +127,7 @@ def test_a_pooled_engine_that_leaves_its_lane_is_parked_not_killed():
 def test_a_spare_named_for_another_engine_does_not_host_this_one():
     steps, lane, plan, log = _pooled_lane()
     spare, fresh = PooledActor(log, "spare-e1"), PooledActor(log, "fresh")
-    steps.pool.named[id(spare)] = "e1"
+    steps.pool.kept.named[id(spare)] = "e1"
     killed = []
     steps.pool.kill = lambda actor, graceful: killed.append(actor.name)
     steps.new_actor = lambda lane_, engine_: fresh
