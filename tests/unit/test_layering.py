@@ -42,7 +42,7 @@ FORBIDDEN = {  # package under runner/ -> what nothing in it may import
 }
 # The driver's policies and descriptions: plain logic over the plan and the settings, testable without Ray.
 PURE_DRIVER = ("order", "residency", "stops", "device", "settings", "describe", "actor_spec", "race", "lane",
-               "pool_identity")
+               "pool_identity", "startup_order")
 # The one exception: the Parquet sink owns the on-disk layout (part files, then one compacted file per table),
 # so reading results back goes through its readers; nothing that writes may be imported.
 READ_HELPERS = {"table_path", "parts_dir", "part_files", "has_table", "read_table", "read_frame", "read_rows"}
