@@ -33,7 +33,13 @@ def console_main() -> None:
     if argv[:1] == ["pool"]:  # a command group of its own: no Hydra overrides
         from runner.scheduling.pool_command import main as pool_main, parser as pool_parser
 
-        sys.exit(check_pool_arguments(pool_parser().parse_args(argv[1:])) or pool_main(argv[1:]))
+        args = pool_parser().parse_args(argv[1:])
+        try:
+            sys.exit(check_pool_arguments(args) or pool_main(argv[1:]))
+        except ConnectionError as exc:  # it answered the check, then Ray would not have it
+            print(f"error: --address {args.address}: {exc} (fix: the head's HOST:PORT as `ray start --head` "
+                  f"printed it, or leave --address out for the runner's own head)", file=sys.stderr)
+            sys.exit(2)
     if argv[:1] == ["report"]:  # the same as vllm-sweep-report (which checks its arguments the same way)
         from runner.report.__main__ import main as report_main
 

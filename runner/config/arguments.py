@@ -61,7 +61,7 @@ def run_folder_problem(folder: Path) -> Optional[str]:
     """Why `folder` is not a run folder a report can read (None where it is)."""
     from runner.sinks.parquet import has_table
 
-    fix = "give a run folder, outputs/<sweep>/<run>"
+    fix = "fix: give a run folder, outputs/<sweep>/<run>"
     if not folder.exists():
         return f"{folder}: no such folder ({fix})"
     if not folder.is_dir():
@@ -140,19 +140,61 @@ def pool_problems(*, action: str, names: list[str], every: bool, address: Option
     return problems
 
 
+# HTTP/2's client preface and an empty SETTINGS frame: a Ray head (GCS, or the Ray Client server of ray://) is a
+# gRPC server, which answers with its own SETTINGS frame at once; a port that accepts and says nothing is not one.
+_H2_HELLO = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
+_H2_SETTINGS = 4
+
+
 def unreachable(address: str, *, timeout_s: float = REACH_TIMEOUT_S) -> Optional[str]:
-    """Why nothing answers at HOST:PORT within `timeout_s` (None where a connection opens; `auto` is not tried)."""
+    """Why no Ray cluster answers at HOST:PORT within `timeout_s` (None where one does; `auto` is not tried)."""
     if address == "auto":
         return None
     rest = address[len("ray://"):] if address.startswith("ray://") else address
     host, _, port = rest.rpartition(":")
     host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
     try:
-        with socket.create_connection((host, int(port)), timeout=timeout_s):
-            return None
+        with socket.create_connection((host, int(port)), timeout=timeout_s) as conn:
+            if os.environ.get("RAY_USE_TLS", "0") not in ("", "0"):
+                return None  # a TLS head answers only after a handshake: the connection is all we test
+            conn.settimeout(timeout_s)
+            conn.sendall(_H2_HELLO)
+            reply = conn.recv(9)
+            if len(reply) < 4 or reply[3] != _H2_SETTINGS:
+                return _unreachable(address, "it answers, but not as a Ray cluster (no gRPC reply)")
     except socket.timeout:
-        reason = f"no answer within {timeout_s:g} s"
+        return _unreachable(address, f"no answer within {timeout_s:g} s")
     except OSError as exc:
-        reason = exc.strerror or type(exc).__name__
+        return _unreachable(address, exc.strerror or type(exc).__name__)
+    if address.startswith("ray://"):
+        return None  # the Ray Client server: its gRPC reply is all we test
+    reason = _gcs_problem(f"{host}:{port}", timeout_s=timeout_s)
+    return _unreachable(address, reason) if reason else None
+
+
+def _gcs_problem(target: str, *, timeout_s: float) -> Optional[str]:
+    """Why the gRPC server at `target` is not a Ray head's GCS (None where it is): one call it serves, bounded. A
+    head that refuses the call (no token, say) still answers as one."""
+    try:
+        import grpc
+    except ImportError:
+        return None
+    channel = grpc.insecure_channel(target)
+    try:
+        call = channel.unary_unary("/ray.rpc.NodeInfoGcsService/GetClusterId",
+                                   request_serializer=lambda _: b"", response_deserializer=lambda data: data)
+        call(None, timeout=timeout_s)
+    except grpc.RpcError as exc:
+        code = exc.code() if hasattr(exc, "code") else None
+        if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+            return f"no answer within {timeout_s:g} s"
+        if code in (grpc.StatusCode.UNIMPLEMENTED, grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.UNKNOWN):
+            return f"it answers, but not as a Ray head ({code.name.lower()})"
+    finally:
+        channel.close()
+    return None
+
+
+def _unreachable(address: str, reason: str) -> str:
     return (f"--address {address}: the Ray cluster cannot be reached ({reason}) (fix: the head's HOST:PORT as "
             f"`ray start --head` printed it, or leave --address out for the runner's own head)")

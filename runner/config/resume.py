@@ -195,7 +195,9 @@ def unreadable_reason(path) -> Optional[str]:
     if not text.strip():
         return "it is empty"
     try:
-        loaded = OmegaConf.to_container(OmegaConf.create(yaml.safe_load(text)), resolve=False)
+        loaded = yaml.safe_load(text)
+        if isinstance(loaded, dict):
+            loaded = OmegaConf.to_container(OmegaConf.create(loaded), resolve=False)
     except (yaml.YAMLError, ValueError, OmegaConfBaseException) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         return f"not valid YAML: {first}"
@@ -216,9 +218,13 @@ def load_saved_config(run_dir) -> dict:
 
     path = Path(run_dir) / "config.yaml"
     reason = unreadable_reason(path)
-    if reason:
-        raise RunFolderConfigUnreadable(unreadable_message(path, reason=reason))
-    return OmegaConf.to_container(OmegaConf.load(path), resolve=False)
+    if reason is None:
+        try:
+            return OmegaConf.to_container(OmegaConf.load(path), resolve=False)
+        except Exception as exc:  # what OmegaConf refuses beyond YAML (keys it cannot hold, say)
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            reason = f"not a config OmegaConf can load: {first}"
+    raise RunFolderConfigUnreadable(unreadable_message(path, reason=reason))
 
 
 def unreadable_message(path, *, reason: str, fix: Optional[str] = None) -> str:
