@@ -37,8 +37,9 @@ def console_main() -> None:
         try:
             sys.exit(check_pool_arguments(args) or pool_main(argv[1:]))
         except ConnectionError as exc:  # it answered the check, then Ray would not have it
-            print(f"error: --address {args.address}: {exc} (fix: the head's HOST:PORT as `ray start --head` "
-                  f"printed it, or leave --address out for the runner's own head)", file=sys.stderr)
+            where = f"--address {args.address}" if args.address else "the pools' Ray head"
+            print(f"error: {where}: {exc} (fix: the head's HOST:PORT as `ray start --head` printed it, or leave "
+                  f"--address out for the runner's own head)", file=sys.stderr)
             sys.exit(2)
     if argv[:1] == ["report"]:  # the same as vllm-sweep-report (which checks its arguments the same way)
         from runner.report.__main__ import main as report_main

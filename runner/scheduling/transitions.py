@@ -157,7 +157,8 @@ class LaneSteps:
 
     def start_engine(self, lane: Lane) -> None:
         if not self.start_gate.admit(lane.index):
-            return  # a neighbour on its GPU is starting: this start follows once it ends (start_next)
+            lane.idle()  # no call in flight (the one answered is done): it waits for its neighbour's start to end
+            return  # this start follows once that one ends (start_next)
         self.before_engines(load=True)
         engine = lane.current.engine
         # A pooled CUDA engine sleeps when it goes back to the pool, and one an adaptive study keeps for its later

@@ -163,8 +163,10 @@ def test_a_memory_failure_is_retried_behind_the_neighbour_and_its_reason_kept():
     machine, (lane0, lane1), log = _two_lanes_on_one_gpu()
     failure = parse_startup_failure(log=PROFILE_ERROR)
     _answer(machine, lane0, StartResult(ok=False, failure_kind=failure.kind, failure_reason=failure.reason))
-    # lane 1's start goes first; e0 again on a fresh actor, after it
+    # lane 1's start goes first; e0 again on a fresh actor, after it (no call left in flight meanwhile: the loop
+    # must not take the answered one again)
     assert log == ["start e0.0", "start e1.1", "kill e0.0"] and machine.start_gate.is_waiting(0)
+    assert lane0.call is None and lane0.current.actor.name == "e0.2"
     _answer(machine, lane1, StartResult(ok=True, columns={}))
     assert log[-2:] == ["start e0.2", "lane 1 in"]
     _answer(machine, lane0, StartResult(ok=True, columns={}))
@@ -182,3 +184,14 @@ def test_a_second_memory_failure_fails_the_engine_with_the_first_reason_kept():
     assert ("e0", EngineStatus.FAILED, f"memory_changed_while_profiling: {PROFILE_ERROR}"[:600]) in \
         machine.recorder.engines
     assert log.count("start e0.2") == 1 and not any(line.startswith("start e0.3") for line in log)
+
+
+def test_a_lane_whose_prepare_answered_waits_with_no_call_in_flight():
+    machine, (lane0, lane1), log = _two_lanes_on_one_gpu()
+    lane1.planned = False
+    lane1.go(Phase.PREPARE, "prepare-ref", 10.0)
+    machine.end_span(lane1, ok=True)
+    machine.on_prepared(lane1, {"device_key": None})
+    assert lane1.ref is None and machine.start_gate.is_waiting(1)  # the loop neither re-handles nor ends it
+    _answer(machine, lane0, StartResult(ok=True, columns={}))
+    assert lane1.phase is Phase.START and log[-2:] == ["start e1.1", "lane 0 in"]
