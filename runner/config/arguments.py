@@ -144,6 +144,7 @@ def pool_problems(*, action: str, names: list[str], every: bool, address: Option
 # gRPC server, which answers with its own SETTINGS frame at once; a port that accepts and says nothing is not one.
 _H2_HELLO = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
 _H2_SETTINGS = 4
+GCS_PROBE = "/ray.rpc.NodeInfoGcsService/GetClusterId"  # the call a Ray driver makes first when it joins
 
 
 def unreachable(address: str, *, timeout_s: float = REACH_TIMEOUT_S) -> Optional[str]:
@@ -181,7 +182,7 @@ def _gcs_problem(target: str, *, timeout_s: float) -> Optional[str]:
         return None
     channel = grpc.insecure_channel(target)
     try:
-        call = channel.unary_unary("/ray.rpc.NodeInfoGcsService/GetClusterId",
+        call = channel.unary_unary(GCS_PROBE,
                                    request_serializer=lambda _: b"", response_deserializer=lambda data: data)
         call(None, timeout=timeout_s)
     except grpc.RpcError as exc:

@@ -93,3 +93,14 @@ def test_one_rule_for_a_draft_count():
     mtp = SPEC_METHODS["mtp"]
     assert mtp.accepts(1) and mtp.accepts(8) and not mtp.accepts(9) and not mtp.accepts(0)
     assert not mtp.accepts(True) and not mtp.accepts(2.0)
+
+
+def test_the_gcs_call_the_address_probe_makes_is_one_the_installed_ray_serves():
+    import importlib.util
+    from pathlib import Path
+
+    from runner.config.arguments import GCS_PROBE
+
+    (folder,) = importlib.util.find_spec("ray").submodule_search_locations[:1]
+    stubs = Path(folder) / "core" / "generated" / "gcs_service_pb2_grpc.py"
+    assert GCS_PROBE.lstrip("/") in stubs.read_text()
