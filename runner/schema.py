@@ -133,6 +133,8 @@ class EngineRecord(EngineSettings):
     reused_from_pool: bool = False
     # Engines side by side on its GPU (cluster.engines_per_gpu), each with its own share of it.
     engines_on_device: int = 1
+    # A start on a shared GPU that failed for memory and was retried: the first failure ("kind: reason").
+    start_retried_after: Optional[str] = None
 
 
 @dataclass(kw_only=True)

@@ -100,7 +100,7 @@ def _ms(value, *, where: str) -> float:
 
 
 def _percentile(value, *, where: str) -> int:
-    if value not in PERCENTILES:
+    if isinstance(value, bool) or value not in PERCENTILES:
         raise SloError(f"{where}={value!r}: valid: {', '.join(map(str, PERCENTILES))} (fix: {where}=99)")
     return int(value)
 
@@ -117,8 +117,8 @@ def slo_of(raw: Optional[Mapping], *, where: str = "slo") -> Slo:
     if unknown:
         raise SloError(f"{where} has no key {unknown[0]!r}; valid: {', '.join(Metric)}, percentile "
                        f"(fix: {_key(where, 'ttft')}=500)")
-    percentile = _percentile(raw.get("percentile", DEFAULT_PERCENTILE) or DEFAULT_PERCENTILE,
-                             where=_key(where, "percentile"))
+    given = raw.get("percentile")  # null: the default; any other value one of PERCENTILES (0 is not p99)
+    percentile = _percentile(DEFAULT_PERCENTILE if given is None else given, where=_key(where, "percentile"))
     return Slo(targets=tuple(Target(metric=m, ms=_ms(raw[m], where=_key(where, m)), percentile=percentile)
                              for m in Metric if raw.get(m) is not None))
 

@@ -23,6 +23,11 @@ class SpecMethod:
     description: str = ""
     defaults: dict = field(default_factory=dict)  # speculative_config keys the runner sets unless spec.<method> does
 
+    def accepts(self, k) -> bool:
+        """A draft count the method takes: an integer in 1..max_k (one rule for a static arm's k and a draft-count
+        schedule's largest k, which vLLM takes as num_speculative_tokens)."""
+        return isinstance(k, int) and not isinstance(k, bool) and 1 <= k <= self.max_k
+
 
 SPEC_METHODS: dict[str, SpecMethod] = {
     m.name: m

@@ -168,3 +168,78 @@ def check_same_config(*, run_dir, run: str, old: Optional[dict], new: dict) -> l
         f"{len(changes)} key(s), old → new:\n  " + "\n  ".join(shown) +
         f"\n(fix: run=<new name> for a separate run, e.g. run={run}-2; or the earlier values to resume this one; "
         f"a resume may add axis values and repeats, and change {', '.join(RESUMABLE)})")
+
+
+class RunFolderConfigUnreadable(ConfigError):
+    """The run folder's config.yaml cannot be read (not YAML, truncated, empty): nothing can be compared with it."""
+
+
+# Sections every config.yaml the runner writes holds (a file without one was cut short or edited away).
+SAVED_SECTIONS = ("model", "engine", "sweep", "execution", "run")
+
+
+def unreadable_reason(path) -> Optional[str]:
+    """Why a saved config.yaml cannot be read as one (None where it can)."""
+    from pathlib import Path
+
+    import yaml
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    try:
+        text = Path(path).read_text()
+    except UnicodeDecodeError:
+        return "it is not text"
+    except OSError as exc:
+        return exc.strerror or type(exc).__name__
+    if not text.strip():
+        return "it is empty"
+    try:
+        loaded = yaml.safe_load(text)
+        if isinstance(loaded, dict):
+            loaded = OmegaConf.to_container(OmegaConf.create(loaded), resolve=False)
+    except (yaml.YAMLError, ValueError, OmegaConfBaseException) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return f"not valid YAML: {first}"
+    if not isinstance(loaded, dict):
+        return f"it holds a {type(loaded).__name__}, not the config's keys"
+    missing = [key for key in SAVED_SECTIONS if key not in loaded]
+    if missing:
+        return f"it lacks {', '.join(missing)} (cut short, or edited)"
+    return None
+
+
+def load_saved_config(run_dir) -> dict:
+    """The run folder's config.yaml as written (keys unresolved); RunFolderConfigUnreadable, naming the file and
+    what to do, where it cannot be read."""
+    from pathlib import Path
+
+    from omegaconf import OmegaConf
+
+    path = Path(run_dir) / "config.yaml"
+    reason = unreadable_reason(path)
+    if reason is None:
+        try:
+            return OmegaConf.to_container(OmegaConf.load(path), resolve=False)
+        except Exception as exc:  # what OmegaConf refuses beyond YAML (keys it cannot hold, say)
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            reason = f"not a config OmegaConf can load: {first}"
+    raise RunFolderConfigUnreadable(unreadable_message(path, reason=reason))
+
+
+def unreadable_message(path, *, reason: str, fix: Optional[str] = None) -> str:
+    run = path.parent.name
+    fix = fix or (f"run=<new name> for a new run, e.g. run={run}-2; or repair {path} (the config this folder's "
+                  f"results were run with) to resume it")
+    return f"the run folder's saved config {path} cannot be read: {reason} (fix: {fix})"
+
+
+def unreadable_config(run_dir, *, fix: Optional[str] = None) -> Optional[str]:
+    """The refusal for a run folder whose config.yaml exists and cannot be read (None: readable, or none)."""
+    from pathlib import Path
+
+    path = Path(run_dir) / "config.yaml"
+    if not path.exists():
+        return None
+    reason = unreadable_reason(path)
+    return unreadable_message(path, reason=reason, fix=fix) if reason else None

@@ -205,7 +205,7 @@ def check_grid(grid: GridSection, arms: list[ArmSection] = ()) -> list[str]:
         if spec is None or m == "off":
             continue
         for k in ks:
-            if not _is_int(k) or not 1 <= k <= spec.max_k:
+            if not spec.accepts(k):
                 errors.append(f"num_speculative_tokens={k!r} is outside 1..{spec.max_k} for {m!r} "
                               f"(fix: sweep.grid.num_speculative_tokens=[1,2,3])")
     for c in values["concurrency"]:

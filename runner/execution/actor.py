@@ -285,7 +285,21 @@ def memory_report() -> dict:
     total = device_total_gib()  # through NVML (vLLM's CUDA platform): no CUDA context in this process
     if total is not None:
         out["device_total_gib"] = total
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible:  # which GPU this lane's engines share with others (their starts take turns there)
+        out["device_key"] = f"{_node_id()}:{visible}"
     return out
+
+
+def _node_id() -> str:
+    try:
+        import ray
+
+        return ray.get_runtime_context().get_node_id()
+    except Exception:
+        import socket
+
+        return socket.gethostname()
 
 
 def _host_available_gib() -> float | None:

@@ -21,6 +21,11 @@ class Failure:
 _NUM = r"([0-9][0-9,]*\.?[0-9]*)"
 
 _PATTERNS: list[tuple[str, re.Pattern, tuple[str, ...]]] = [
+    # Another process on the GPU freed memory while vLLM measured its own (engines starting side by side).
+    ("memory_changed_while_profiling",
+     re.compile(r"Error in memory profiling\. Initial free memory " + _NUM + r" GiB, current free memory " + _NUM
+                + r" GiB", re.S), ("initial_free_gib", "current_free_gib")),
+    ("memory_changed_while_profiling", re.compile(r"Error in memory profiling"), ()),
     ("kv_cache_too_small_for_max_len",
      re.compile(r"max seq len \(" + _NUM + r"\).*?" + _NUM + r" GiB KV cache is needed.*?available KV cache memory \("
                 + _NUM + r" GiB\).*?estimated maximum model length is " + _NUM, re.S),

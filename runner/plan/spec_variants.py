@@ -15,7 +15,7 @@ from runner.config.checks import ConfigError
 from runner.config.sections import RunConfig
 from runner.measurement.draft_schedule import DraftSchedule, ScheduleError
 from runner.schema import EngineSettings
-from runner.spec_arm import SpecArm
+from runner.spec_arm import SPEC_METHODS, SpecArm
 from runner.vllm import spec_config
 from runner.vllm.spec_config import SCHEDULE_KEY
 
@@ -60,6 +60,12 @@ def arm_schedule(arm, *, index: int, max_num_seqs: int = DEFAULT_MAX_NUM_SEQS) -
     if method in (None, "off"):
         raise SpecVariantError(f"{where} carries a draft-count schedule but names no speculative method "
                                f"(fix: {SCHEDULE_FIX})")
+    limit = SPEC_METHODS.get(method)
+    if limit is not None and not limit.accepts(schedule.max_k):  # the rule a static arm's k follows
+        raise SpecVariantError(f"{where}.num_speculative_tokens_per_batch_size={schedule.as_list()}: its largest k "
+                               f"({schedule.max_k}), vLLM's num_speculative_tokens, is outside 1..{limit.max_k} for "
+                               f"{method!r}, as a static arm's k would be (fix: k ≤ {limit.max_k} in every range, "
+                               f"e.g. {SCHEDULE_FIX})")
     k = arm.num_speculative_tokens
     if k is not None and k != schedule.max_k:
         raise SpecVariantError(f"{where}.num_speculative_tokens={k} differs from its schedule's largest k "

@@ -83,7 +83,13 @@ def check_workloads(*, workloads: dict, grid: dict) -> list[str]:
             except PlanError as exc:
                 errors.append(str(exc))
                 break
-            errors.extend(f"workload {name!r}: {e} (fix: {_workload_fix(name, e)})" for e in params.validate())
+            problems = params.validate()
+            errors.extend(f"workload {name!r}: {e} (fix: {_workload_fix(name, e)})" for e in problems)
+            if problems:
+                continue  # a refused point's sizes say nothing more (and may not be computable)
+            if _sequence_tokens(params) is None:
+                errors.append(_empty_workload(name, point))
+                continue
             for n in max_lens:
                 need = params.sequence_tokens_at(n)
                 if need > n:
@@ -92,6 +98,31 @@ def check_workloads(*, workloads: dict, grid: dict) -> list[str]:
                                   f"max_model_len={n} (fix: shrink workload.{name} sizes or raise "
                                   f"sweep.grid.max_model_len)")
     return errors
+
+
+def _sequence_tokens(params) -> Optional[int]:
+    """The point's longest sequence; None where it yields no request (a filter or cap left nothing)."""
+    try:
+        need = params.max_sequence_tokens()
+    except ValueError:  # max() over no request
+        return None
+    return need if need and need > 0 else None
+
+
+def _empty_workload(name: str, point: dict) -> str:
+    """A point that yields no request, naming the key whose value emptied it (the one whose default gives
+    requests back)."""
+    from runner.plan.grid import parse_point
+
+    for key in [k for k in point if point[k] is not None]:
+        try:
+            params = parse_point(name, {k: v for k, v in point.items() if k != key})
+        except PlanError:
+            continue
+        if not params.validate() and _sequence_tokens(params) is not None:
+            return (f"workload {name!r} yields no request: {key}={point[key]!r} leaves none ({point}) "
+                    f"(fix: {workload_override(name, key, '<a value that keeps requests>')}, or remove it)")
+    return f"workload {name!r} yields no request ({point}) (fix: loosen the workload.{name} keys that filter it)"
 
 
 def _workload_fix(name: str, error: str) -> str:

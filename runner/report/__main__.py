@@ -74,6 +74,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    from runner.config.arguments import refuse, report_problems
+
+    if refuse(report_problems(folders=args.folders, out=args.out, tie_band=args.tie_band,
+                              bandwidth_tbs=args.bandwidth_tbs, gpu_hour_usd=args.gpu_hour_usd)):
+        return 2  # nothing written, no folder made
     from runner.report.build import write_report
     from runner.report.samples import UnknownWorkload
     from runner.config.report import ReportSettingsError

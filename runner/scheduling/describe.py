@@ -87,6 +87,10 @@ def describe_devices(plan: Plan, *, device: str, capacity: Optional[Capacity], d
     share = f" (1/{capacity.engines_per_gpu} GPU)" if policy.gpus_per_tp_rank and capacity.engines_per_gpu > 1 else ""
     for i, ids in enumerate(assign_lanes(plan, lanes=lanes, skip_trial_ids=done)):
         lines.append(f"  lane {i}{share}: {' -> '.join(ids) if ids else '(idle)'}")
+    if share:
+        from runner.scheduling.startup_order import start_order_line
+
+        lines.append(start_order_line(engines_per_gpu=capacity.engines_per_gpu))
     steps = lane_steps(plan, policy=policy, units=capacity.device_units, max_parallel=capacity.max_parallel_engines,
                        seed=seed, skip_trial_ids=done)
     opening = {}

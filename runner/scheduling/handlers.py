@@ -13,6 +13,7 @@ from runner.schema import EngineStatus, Phase, engine_start_failure
 from runner.scheduling.lane import Lane, Resident
 from runner.scheduling.order import least_soon_needed
 from runner.scheduling.residency import MEMORY_FAILURES, MemoryReport, host_for_residents, lane_residency
+from runner.scheduling.startup_order import first_failure, retries_start
 from runner.scheduling.stops import may_retry
 from runner.scheduling.transitions import LaneSteps
 
@@ -64,10 +65,13 @@ class LaneMachine(LaneSteps):
                            trial_id=trial.trial_id if trial else None, round=lane.round,
                            started_at=call.started_epoch, duration_s=time.monotonic() - call.started, ok=ok,
                            load_s=load_s)
+        if call.phase is Phase.START:
+            self.start_next(lane)
 
     # ---- answers ----
     def on_prepared(self, lane: Lane, report: dict) -> None:
         """The lane's first actor reported its node's memory: the residency plan, then the load."""
+        self.start_gate.place(lane.index, reported=(report or {}).get("device_key"))
         self.plan_lane(lane, report)
         self.start_engine(lane)
 
@@ -95,10 +99,23 @@ class LaneMachine(LaneSteps):
         log_file = self.pool.save_log(engine, actor)
         if result.ok:
             lane.current.weights_gib = float(result.columns.get("weights_gib") or 0.0)
-            self.recorder.engine_started(engine, columns=result.columns, log_file=log_file, device=self.policy.name)
+            retried = self.first_failures.get(engine.engine_id)
+            columns = {**result.columns, **({"start_retried_after": retried} if retried else {})}
+            self.recorder.engine_started(engine, columns=columns, log_file=log_file, device=self.policy.name)
             self.after_load(lane)
             return
         self.pool.kill(actor, graceful=False)
+        self.failed_starts[engine.engine_id] += 1
+        if retries_start(result.failure_kind, failed_starts=self.failed_starts[engine.engine_id],
+                         engines_per_gpu=self.settings.engines_per_gpu):
+            # A neighbour on the GPU moved its memory: once more, behind any start waiting there.
+            self.first_failures.setdefault(engine.engine_id, first_failure(result.failure_kind,
+                                                                           result.failure_reason))
+            print(f"{engine.engine_id}: start failed for memory on a shared GPU ({result.failure_kind}); "
+                  f"retrying once after its neighbour's start", flush=True)
+            lane.current = Resident(engine=engine, actor=self.new_actor(lane, engine))
+            self.start_engine(lane)
+            return
         others = [r for r in lane.residents.values() if r.engine.engine_id != engine.engine_id]
         if result.failure_kind in MEMORY_FAILURES and others:
             # The residency plan was too generous: one fewer stays from now on, and this engine loads again.
@@ -226,6 +243,8 @@ class LaneMachine(LaneSteps):
                     **columns) -> None:
         """A failed start is a result: one failed engine row, and each of its trials left failed with the reason.
         `current`: the lane's own engine (its step's trials fail too), else one that was loading beside it."""
+        if engine.engine_id in self.first_failures:
+            columns.setdefault("start_retried_after", self.first_failures[engine.engine_id])
         self.recorder.write_engine(self.recorder.engine_record(engine, status=EngineStatus.FAILED, failure_kind=kind,
                                                                failure_reason=reason, started_at=time.time(),
                                                                **columns))

@@ -67,7 +67,8 @@ class Scheduler:
                         machine.handle(lane)
                     elif lane.overdue():
                         machine.on_timeout(lane)
-                    if lane.ref is None and not machine.begin_step(lane):
+                    if lane.ref is None and not machine.start_gate.is_waiting(lane.index) and \
+                            not machine.begin_step(lane):
                         live.remove(lane)
                 self.pool.reap()
             self.pool.reap(wait=True)

@@ -17,6 +17,7 @@ from runner.scheduling.race import Race
 from runner.scheduling.recorder import Recorder
 from runner.scheduling.residency import host_allows, parallel_cpu_loads
 from runner.scheduling.settings import ExecutionSettings
+from runner.scheduling.startup_order import StartGate
 from runner.scheduling.stops import Deadline, back_before_deadline, load_estimate, trial_estimate
 
 
@@ -36,6 +37,10 @@ class LaneSteps:
         self.recorder, self.race, self.deadline, self.progress = recorder, race, deadline, progress
         self.lanes: list[Lane] = []
         self.host_gib = float("inf")  # the node's free RAM, once a lane's first actor reported it
+        # Engines sharing a GPU start one after another (their memory profiles must not overlap).
+        self.start_gate = StartGate(engines_per_gpu=settings.engines_per_gpu)
+        self.failed_starts: collections.Counter = collections.Counter()  # memory failures retried, per engine
+        self.first_failures: dict[str, str] = {}  # engine_id -> its first failed start, when retried
 
     # ---- calls ----
     def call(self, lane: Lane, phase: Phase, ref, timeout_s: float) -> None:
@@ -151,6 +156,9 @@ class LaneSteps:
         return True
 
     def start_engine(self, lane: Lane) -> None:
+        if not self.start_gate.admit(lane.index):
+            lane.idle()  # no call in flight (the one answered is done): it waits for its neighbour's start to end
+            return  # this start follows once that one ends (start_next)
         self.before_engines(load=True)
         engine = lane.current.engine
         # A pooled CUDA engine sleeps when it goes back to the pool, and one an adaptive study keeps for its later
@@ -163,6 +171,14 @@ class LaneSteps:
             self.preload(lane)
         if not self.policy.spare_during_trials:
             self.start_spare(lane)
+
+    def start_next(self, lane: Lane) -> None:
+        """The lane's start has ended: the next lane waiting on its GPU starts now."""
+        nxt = self.start_gate.release(lane.index)
+        if nxt is not None:
+            waiting = next(other for other in self.lanes if other.index == nxt)
+            self.pool.free_device()
+            self.start_engine(waiting)
 
     def preload(self, lane: Lane) -> None:
         """Engines resident: the lane's next engines load now, beside this one (loads overlap loads; no trial

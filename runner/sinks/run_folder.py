@@ -44,9 +44,9 @@ def saved_config(run_dir: Path) -> Optional[dict]:
     path = Path(run_dir) / CONFIG_NAME
     if not path.is_file() or not any(Path(run_dir).rglob("*.parquet")):
         return None
-    from omegaconf import OmegaConf
+    from runner.config.resume import load_saved_config
 
-    return OmegaConf.to_container(OmegaConf.load(path), resolve=False)
+    return load_saved_config(run_dir)  # a damaged file: refused with its path and the fix
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -49,7 +49,8 @@ FORBIDDEN = {  # package under runner/ -> what nothing in it may import
              "runner.scheduling", "runner.sinks", "runner.report", "runner.cli", "runner.command"),
 }
 # The driver's policies and descriptions: plain logic over the plan and the settings, testable without Ray.
-PURE_DRIVER = ("order", "residency", "stops", "device", "settings", "describe", "actor_spec", "race", "lane")
+PURE_DRIVER = ("order", "residency", "stops", "device", "settings", "describe", "actor_spec", "race", "lane",
+               "startup_order")
 # The pools' pure modules: identities and names, the lease and its clock.
 PURE_POOL = ("identity", "member")
 # The one exception: the Parquet sink owns the on-disk layout (part files, then one compacted file per table),

@@ -27,6 +27,8 @@ def test_the_blocks_keys_are_vllms_goodput_names_at_one_percentile():
     ({"ttft": 0}, "fix: slo.ttft=500"),
     ({"ttft": "fast"}, "fix: slo.ttft=500"),
     ({"ttft": 5, "percentile": 95}, "fix: slo.percentile=99"),
+    ({"ttft": 5, "percentile": 0}, "fix: slo.percentile=99"),  # 0 is not taken for the default p99
+    ({"percentile": True}, "fix: slo.percentile=99"),
 ])
 def test_a_bad_target_names_its_fix(raw, fix):
     with pytest.raises(SloError, match=fix):

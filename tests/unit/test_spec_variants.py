@@ -99,6 +99,8 @@ def test_a_schedule_arm_drafts_its_largest_k_and_records_the_schedule():
     ({"spec_method": "off", "num_speculative_tokens_per_batch_size": [[1, 8, 2]]}, "names no speculative method"),
     ({"spec_method": "mtp", "num_speculative_tokens": 2, "num_speculative_tokens_per_batch_size": [[1, 8, 3]]},
      "differs from its schedule's largest k"),
+    # bounded like a static arm's k for its method (mtp: 1..8)
+    ({"spec_method": "mtp", "num_speculative_tokens_per_batch_size": [[1, 4, 9]]}, r"largest k \(9\).*outside 1..8"),
 ])
 def test_bad_schedules_are_refused_with_the_fix(arm, rule):
     with pytest.raises(ConfigError, match=rule) as info:
