@@ -12,6 +12,7 @@ from runner.measurement.records import RunKeys
 from runner.config.sections import run_config
 from runner.schema import EngineStatus, Phase
 from runner.scheduling.actors import ActorPool
+from runner.scheduling.held import HeldEngines
 from runner.scheduling.cluster import Capacity
 from runner.scheduling.describe import describe_devices
 from runner.scheduling.handlers import LaneMachine
@@ -128,7 +129,7 @@ def _two_lanes_on_one_gpu():
     pool = ActorPool(settings=s, keys=RunKeys(sweep="s", run_id="r"), log_dir="/tmp")
     pool.save_log = lambda engine, actor: None
     pool.kill = lambda actor, graceful: log.append(f"kill {actor.name}")
-    machine = LaneMachine(plan=plan, model_cfg={}, settings=s, pool=pool, recorder=Recorder(),
+    machine = LaneMachine(plan=plan, model_cfg={}, settings=s, held=HeldEngines(pool=pool), recorder=Recorder(),
                           race=Race(plan=plan, enabled=False, tie_band=0.02, seed=0),
                           deadline=Deadline(deadline_s=None))
     fresh = iter(range(100))
