@@ -231,6 +231,14 @@ class TrialRecord(EngineSettings):
     send_lag_p99_s: Optional[float] = None
     send_lag_max_s: Optional[float] = None
     client_behind: Optional[bool] = None
+    # Open loop under a TTFT target (runner.measurement.rate_probe): the probe's verdict (met | missed |
+    # undecided), the TTFT percentile's interval over the requests it sent (hi null: unbounded, too few requests),
+    # the requests it planned, and why it stopped early (then its figures cover the requests sent up to the stop).
+    probe_verdict: Optional[str] = None
+    probe_ttft_lo_s: Optional[float] = None
+    probe_ttft_hi_s: Optional[float] = None
+    probe_planned_requests: Optional[int] = None
+    probe_stop: Optional[str] = None
 
 
 @dataclass(kw_only=True)
