@@ -19,8 +19,9 @@ from runner.report.matrix import matrix_section
 from runner.report.samples import deciding_metric, point_table, sample_values
 from runner.report.pareto import pareto_points
 from runner.report.profiles import profiles_as_points
-from runner.report.schedule_report import (acceptance_predictions, derived_schedules, schedule_outcomes,
-                                           schedule_recommendations)
+from runner.report.acceptance_profile import acceptance_profile_section
+from runner.report.schedule_report import (acceptance_predictions, derived_schedules, predicted_vs_measured,
+                                           schedule_outcomes, schedule_recommendations)
 from runner.report.race_report import race_stops
 from runner.report.repeats import repeats_section
 from runner.report.shared_device import shared_device_section
@@ -65,6 +66,7 @@ class Analysis:
     schedules: list = field(default_factory=list)  # runner.report.schedule_report.derived_schedules
     schedule_outcomes: pd.DataFrame = field(default_factory=pd.DataFrame)
     al_predictions: pd.DataFrame = field(default_factory=pd.DataFrame)
+    speed_predictions: pd.DataFrame = field(default_factory=pd.DataFrame)  # schedule_report.predicted_vs_measured
     blocking: list[str] = field(default_factory=list)  # runner.report.blocking: said above the Answer
 
     def point_text(self, frame: pd.DataFrame) -> list[str]:
@@ -130,7 +132,7 @@ def analyse(results: Results, *, bandwidth: float | None = None, settings: Repor
         cost=cost_table(trials, gpu_hour_usd=s.gpu_hour_usd) if s.gpu_hour_usd else pd.DataFrame(),
         race=race, recommendation=recommended, answer=answer, draft_lines=draft_count_lines(summary, choices, trials),
         schedules=schedules, schedule_outcomes=schedule_outcomes(points, choices, **rule),
-        al_predictions=acceptance_predictions(results.trials),
+        al_predictions=acceptance_predictions(results.trials), speed_predictions=predicted_vs_measured(results.trials),
         blocking=blocking_caveats(config=config, engines=engines, trials=trials, outcomes=outcomes,
                                   degenerate=degenerate, divergence=divergence, min_repeats=s.min_repeats))
 
@@ -292,7 +294,7 @@ def render_markdown(a: Analysis, *, plot_files: list[Path]) -> str:
              sections.race_section(a), repeats_section(a.trials), sections.degenerate_section(a),
              section("Crossovers", md_table(a.crossovers) if len(a.crossovers) else
                      "None: the outcome does not change along any axis."),
-             _draft_section(a), sections.schedule_section(a), _capacity_section(a), _divergence_section(a), _failures_section(a),
+             _draft_section(a), sections.schedule_section(a), acceptance_profile_section(a.trials), _capacity_section(a), _divergence_section(a), _failures_section(a),
              _bandwidth_section(a), _detail_section(a), _engines_section(a), sections.first_trial_section(a),
              sections.agreement_section(a), sections.device_time_section(a)]
     parts += [rates.rate_section(a), categories.category_section(a)]
