@@ -134,7 +134,7 @@ def line_points(rows: list[dict], slo: Slo) -> dict[Line, list[RatePoint]]:
             throughputs = sorted(_number(r.get("request_throughput_req_s")) for r in repeats)
             x = throughputs[len(throughputs) // 2] if math.isinf(rate) else rate
             samples = {name: tuple(_number(r.get(slo.column(name))) * 1000.0 for r in repeats) for name in slo.limits}
-            verdicts = tuple(str(r["probe_verdict"]) for r in repeats if r.get("probe_verdict"))
+            verdicts = tuple(r["probe_verdict"] for r in repeats if isinstance(r.get("probe_verdict"), str))
             points.append(RatePoint(offered=rate, x=x, samples=samples, verdicts=verdicts))
         lines[key] = points
     return lines

@@ -152,7 +152,10 @@ class ProbeMonitor:
                 self.stopped.set()
 
     def columns(self) -> dict:
-        """The trial row's probe columns: the verdict over every request it sent (all answered by now)."""
+        """The trial row's probe columns: the verdict over every request it sent (all answered by now); none where
+        the workload's driver did not report its requests here."""
+        if not self.scheduled:
+            return {}
         final = self.judge(time.perf_counter())
         stopped = self.at_stop is not None and len(self.scheduled) < self.rule.planned
         if stopped and final.decision != self.at_stop.decision:  # a request sent before the stop turned it
