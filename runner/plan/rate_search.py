@@ -157,6 +157,16 @@ def next_rates(b: Bracket, *, precision: float, low_fraction: float, count: int)
     return [low, *rates_between(low, b.lowest.x, count=count)] if b.lowest.saturation else [low]
 
 
+def _saturation(trial) -> bool:
+    return math.isinf(parse_rate(trial.point.get("request_rate")))
+
+
+def _merged(a: Plan, b: Plan) -> Plan:
+    """Both plans' trials, and the engines they need (a's order, then b's new ones)."""
+    engines = list(a.engines) + [e for e in b.engines if e.engine_id not in {x.engine_id for x in a.engines}]
+    return replace(a, engines=engines, trials=list(a.trials) + list(b.trials))
+
+
 def repeats_wanted(b: Bracket, *, repeats: int) -> list[RatePoint]:
     """The bracket's ends still undecided with fewer than `repeats` repeats: the only probes worth another."""
     ends = [p for p in (b.low, b.high) if p is not None]
@@ -222,7 +232,9 @@ class RateSearch:
                    parse_rate(trial.point.get("request_rate")))
             return trial.repeat == 0 if key in wanted else again.get(key) == trial.repeat
 
-        plan: Plan = select(build_plan(_with_rates(config, extra)), keep)
+        # Saturation's repeats from the config without the probes' keys: the same point (and ids) as its first run.
+        plan: Plan = _merged(select(build_plan(_with_rates(config, extra)), lambda t, e: not _saturation(t) and keep(t, e)),
+                             select(build_plan(_with_rates(config, {})), lambda t, e: _saturation(t) and keep(t, e)))
         parts = []
         if wanted:
             shown = ", ".join(f"{r:g}" for r in sorted({r for _, r in wanted}))

@@ -121,9 +121,13 @@ def test_without_the_stop_a_probe_sends_everything_and_is_still_judged():
     assert columns["probe_stop"] is None
 
 
-def test_the_stop_needs_a_finite_rate():
-    bad = workload_class("decode").parse_params({"arrival": "poisson", "request_rate": math.inf,
-                                                "stop_when_decided": True})
-    assert any("stop_when_decided" in e for e in bad.validate())
+def test_the_stop_needs_an_open_loop_and_stops_nothing_at_inf():
     closed = workload_class("decode").parse_params({"stop_when_decided": True})
     assert any("stop_when_decided" in e for e in closed.validate())
+    at_once = workload_class("decode").parse_params({"arrival": "poisson", "request_rate": math.inf,
+                                                    "stop_when_decided": True})
+    assert at_once.validate() == []
+    probe = probe_monitor(at_once, slo=Slo(targets=(Target(metric=Metric.TTFT, ms=50),)))
+    assert probe is not None and not probe.stop  # judged, never stopped
+    bad = workload_class("decode").parse_params({"arrival": "poisson", "request_rate": 5, "stop_when_decided": "yes"})
+    assert any("stop_when_decided='yes'" in e for e in bad.validate())

@@ -135,6 +135,7 @@ def test_saturation_within_the_target_ends_the_study():
     # Undecided there, saturation takes its next repeat (and only that).
     again = study.stage(1, config=config, rows=[dict(r, ttft_p99_s=0.010, probe_verdict="undecided") for r in rows])
     assert {t.repeat for t in again.plan.trials} == {1} and "repeated" in again.why
+    assert {t.params_json for t in again.plan.trials} == {r["workload_params_json"] for r in rows}  # the same point
 
 
 def test_a_low_rate_that_misses_ends_that_arm():
