@@ -7,9 +7,11 @@ statistics of a binomial count; a waiting request counts as its age for the lowe
 upper end) decides the probe:
 
 - met: the interval's upper end is within the target, on at least `min_requests` requests;
-- missed: its lower end is above the target, or so many requests already took longer than the target (answered
-  late, or still waiting past it: the queue growing) that the percentile over all `planned` requests cannot be
-  within it whatever the rest do;
+- missed: its lower end is above the target on at least `min_requests` requests (a handful of first requests
+  says little: they are not independent draws, an engine's first requests after a pause run slow), or so many
+  requests already took longer than the target (answered late, or still waiting past it: the queue growing) that
+  the percentile over all `planned` requests cannot be within it whatever the rest do — the figure the full probe
+  would have measured, whatever its remaining requests did;
 - undecided: neither (the probe runs on to its planned end; the rate search repeats it only where it bounds the
   answer).
 
@@ -116,7 +118,7 @@ class StopRule:
             return ProbeVerdict(decision=ProbeDecision.MISSED, reason=(
                 f"{late} of {self.planned} planned requests already over {self.target_s * 1000:g} ms (at most "
                 f"{allowed} may be for p{self.percentile:g} to be met)"), **common)
-        if lo > self.target_s:
+        if lo > self.target_s and n >= self.min_requests:
             return ProbeVerdict(decision=ProbeDecision.MISSED, reason=(
                 f"p{self.percentile:g} interval {shown} above {self.target_s * 1000:g} ms"), **common)
         if self.can_meet and hi <= self.target_s and n >= self.min_requests:

@@ -51,9 +51,11 @@ def test_a_growing_queue_decides_a_miss_before_its_requests_answer():
     # Four requests already waiting past the target: p99 over 300 planned cannot be met.
     verdict = RULE.judge([0.1] * 20, [0.6, 0.7, 0.8, 0.9])
     assert verdict.decision is ProbeDecision.MISSED and "4 of 300" in verdict.reason
-    # Three of 23 is already clearly above a p99 (its interval's lower end); three of 203 is not.
-    assert RULE.judge([0.1] * 20, [0.6, 0.7, 0.8]).decision is ProbeDecision.MISSED
+    # Three of 53 is clearly above a p99 (its interval's lower end); three of 203 is not; nor are the first few
+    # requests alone (fewer than min_requests), however slow.
+    assert RULE.judge([0.1] * 50, [0.6, 0.7, 0.8]).decision is ProbeDecision.MISSED
     assert RULE.judge([0.1] * 200, [0.6, 0.7, 0.8]).decision is ProbeDecision.UNDECIDED
+    assert RULE.judge([0.06, 0.07], [0.6]).decision is ProbeDecision.UNDECIDED
     # The lower end of the interval above the target decides it too.
     assert StopRule(target_s=0.5, percentile=50, planned=10_000).judge([0.9] * 40).decision is ProbeDecision.MISSED
 
