@@ -12,7 +12,8 @@ Each probe runs once first: a probe below saturation stops sending once it is de
 interval clear of the target, or the queue past saving it: runner.measurement.rate_probe), and its verdict and
 interval go in its row. Only the undecided probes that bound a line's answer (its bracket's ends, once the line
 asks for no new rate) take further repeats, up to `sweep.repeats`, one a stage (spread over the sweep): a rate
-below a decided one, or above a missed one, is settled by it.
+below a decided one, or above a missed one, is settled by it. A rate decided "missed" below one that meets
+contradicts it (noise on one of them) and is repeated too.
 Each line gets only its own rates (an arm's bracket says nothing of another's), or with `shared_rates` every arm
 of a workload point gets the rates any of them asks for (comparable at every rate); rates are rounded to three
 significant digits, so a rate names one trial id however a stage reached it. The report's "Against offered
@@ -23,7 +24,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import replace
-from typing import Optional
+from typing import Optional, Sequence
 
 from runner.config.checks import ConfigError
 from runner.config.sections import RunConfig
@@ -167,11 +168,16 @@ def _merged(a: Plan, b: Plan) -> Plan:
     return replace(a, engines=engines, trials=list(a.trials) + list(b.trials))
 
 
-def repeats_wanted(b: Bracket, *, repeats: int) -> list[RatePoint]:
-    """The bracket's ends still undecided with fewer than `repeats` repeats: the only probes worth another."""
-    ends = [p for p in (b.low, b.high) if p is not None]
+def repeats_wanted(b: Bracket, *, repeats: int, points: Sequence[RatePoint] = (), slo: Optional[Slo] = None
+                   ) -> list[RatePoint]:
+    """The probes worth another repeat (each with fewer than `repeats`): the bracket's ends still undecided, and
+    a rate decided "missed" below one that meets (latency does not fall as the rate rises: one of the two is the
+    machine's noise, and only more repeats can say which)."""
+    contradicted = [p for p in points if p.decided == "missed" and slo is not None
+                    and any(q.x > p.x and not q.saturation and q.meets(slo) for q in points)]
+    ends = [p for p in (b.low, b.high) if p is not None and p.decided is None] + contradicted
     ends = [p for i, p in enumerate(ends) if all(p is not q for q in ends[:i])]
-    return [p for p in ends if p.decided is None and p.repeats < repeats]
+    return [p for p in ends if p.repeats < repeats]
 
 
 def _shared(wanted: set[tuple[Line, float]], *, lines, tried: set) -> set[tuple[Line, float]]:
@@ -217,7 +223,8 @@ class RateSearch:
             if new and index < search.max_stages:
                 wanted |= new
             else:  # the line asks for no new rate: its undecided ends take their next repeat
-                again.update({(line, p.offered): p.repeats for p in repeats_wanted(b, repeats=config.sweep.repeats)})
+                again.update({(line, p.offered): p.repeats for p in repeats_wanted(
+                    b, repeats=config.sweep.repeats, points=points, slo=report.slo)})
         if search.shared_rates:
             wanted = _shared(wanted, lines=lines, tried=tried)
         if not wanted and not again or index >= search.max_stages + config.sweep.repeats:

@@ -237,3 +237,17 @@ def test_rates_between_are_geometric_and_rounded():
 
 def test_a_line_is_the_params_without_the_rate():
     assert line_params('{"request_rate": 3, "input_len": 8}') == '{"input_len": 8}'
+
+
+def test_a_miss_below_a_rate_that_meets_is_repeated():
+    from runner.plan.rate_search import repeats_wanted
+
+    slo = Slo(targets=(Target(metric=Metric.TTFT, ms=LIMIT_MS),))
+    spike = RatePoint(offered=7.0, x=7.0, samples={slo.targets[0].name: (3000.0,)}, verdicts=("missed",))
+    fine = RatePoint(offered=16.0, x=16.0, samples={slo.targets[0].name: (20.0,)}, verdicts=("undecided",))
+    sat = RatePoint(offered=math.inf, x=40.0, samples={slo.targets[0].name: (900.0,)}, verdicts=("missed",))
+    points = [spike, fine, sat]
+    b = bracket(points, slo, precision=0.1)
+    assert b.state == BracketState.LOWEST_MISSES
+    assert repeats_wanted(b, repeats=3, points=points, slo=slo) == [spike]
+    assert repeats_wanted(b, repeats=1, points=points, slo=slo) == []
