@@ -260,9 +260,11 @@ def predicted_vs_measured(trials: pd.DataFrame, *, column: str = "decode_tok_s_p
                 why = f"contender: predicted within reach of k = {best}" + ("" if values else " (not measured yet)")
             else:
                 behind = 1.0 - p.tok_s_per_session.point / top if top else float("nan")
-                why = (f"skipped: predicted {behind:.1%} behind k = {best} (its interval's top "
-                       f"{p.tok_s_per_session.hi if p.tok_s_per_session.hi == p.tok_s_per_session.hi else p.tok_s_per_session.point:.4g} "
-                       f"< {top:.4g})")
+                hi = p.tok_s_per_session.hi if p.tok_s_per_session.hi == p.tok_s_per_session.hi else \
+                    p.tok_s_per_session.point
+                why = (f"{'pruned' if values else 'skipped'}: predicted {behind:.1%} behind k = {best} (its "
+                       f"interval's top {hi:.4g} < {top:.4g})" + ("; measured anyway (another stage or sweep)"
+                                                                  if values else ""))
             error = None if mean is None or p.measured else mean / p.tok_s_per_session.point - 1.0
             out.append({"workload": where.get("workload"), "workload_params_json": where.get("workload_params_json"),
                         "concurrency": where.get("concurrency"), "batch size": round(p.batch_size_p50, 1),
