@@ -66,7 +66,8 @@ def acceptance_profile_table(trials: pd.DataFrame) -> pd.DataFrame:
                row.get("concurrency"))
         groups.setdefault(key, []).append((rates, measured, row.get("spec_num_accepted_tokens")))
     out = []
-    for (arm, workload, params, concurrency), repeats in sorted(groups.items(), key=lambda kv: str(kv[0])):
+    for (arm, workload, params, concurrency), repeats in sorted(
+            groups.items(), key=lambda kv: (str(kv[0][:3]), float(kv[0][3] or 0))):
         k = min(len(m) for _, m, _ in repeats)
         rates = repeats[0][0][:k]
         per_position = [sorted(m[i] for _, m, _ in repeats) for i in range(k)]
@@ -77,7 +78,7 @@ def acceptance_profile_table(trials: pd.DataFrame) -> pd.DataFrame:
         out.append({"arm": arm, "workload": workload, "c": concurrency, "k": k, "repeats": len(repeats),
                     "set per position": _fmt(rates), "measured (median)": _fmt(medians),
                     "measured range": " / ".join(f"{min(v):.3f}–{max(v):.3f}" for v in per_position),
-                    "max |measured − set|": round(worst, 4),
+                    "largest gap to set": round(worst, 4),
                     f"within {TOLERANCE}": "yes" if worst <= TOLERANCE else "no",
                     "accepted tokens per repeat": ", ".join(str(a) for a in accepted) or "–",
                     "repeats drew apart": distinct, "params": params})
