@@ -242,6 +242,14 @@ class TrialRecord(EngineSettings):
     over_length_skipped: Optional[int] = None
     over_length_clipped: Optional[int] = None
     source_skipped: Optional[int] = None
+    # Open loop under a TTFT target (runner.measurement.rate_probe): the probe's verdict (met | missed |
+    # undecided), the TTFT percentile's interval over the requests it sent (hi null: unbounded, too few requests),
+    # the requests it planned, and why it stopped early (then its figures cover the requests sent up to the stop).
+    probe_verdict: Optional[str] = None
+    probe_ttft_lo_s: Optional[float] = None
+    probe_ttft_hi_s: Optional[float] = None
+    probe_planned_requests: Optional[int] = None
+    probe_stop: Optional[str] = None
 
 
 @dataclass(kw_only=True)

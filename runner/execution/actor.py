@@ -25,6 +25,7 @@ from runner.measurement.records import RunKeys, failed_trial_row, request_rows, 
 from runner.measurement.sampling import sampled
 from runner.measurement.workloads import workload_class
 from runner.measurement.workloads.base import TrialContext, WholeRun
+from runner.measurement.workloads.open_loop import probe_monitor
 from runner.models.source import ModelSource, resolve_model_source
 from runner.plan.grid import EngineConfig, Trial
 from runner.schema import TrialStatus
@@ -163,10 +164,12 @@ class EngineActor:
         started_at = time.time()
         t0 = time.perf_counter()
         self.gc_pauses.start()
+        probe = probe_monitor(params, slo=self.slo)
         try:
             results = await workload.run(TrialContext(
                 engine=sampled(self.host, params, base_seed=params.seed * 1_000_003 + trial.repeat),
-                concurrency=trial.concurrency, repeat=trial.repeat, params=params, api=trial.api, window=window))
+                concurrency=trial.concurrency, repeat=trial.repeat, params=params, api=trial.api, window=window,
+                probe=probe))
             wall_s = time.perf_counter() - t0
             await window.close_whole()
         except Exception as exc:
@@ -180,7 +183,8 @@ class EngineActor:
                         measured_phases=params.measured_phases(), wall_s=wall_s, started_at=started_at,
                         counter_deltas=window.deltas(), kv_usage_peak=peak[0], slo=self.slo, attempts=attempt,
                         warmup_s=warmup_s, warmup=self.warmup.value, arrival_columns=params.arrival_columns(),
-                        **params.source_columns(max_model_len=self.engine.settings.max_model_len), **gc_columns)
+                        **params.source_columns(max_model_len=self.engine.settings.max_model_len), **gc_columns,
+                        **(probe.columns() if probe is not None else {}))
         reqs = request_rows(keys=self.keys, trial_id=trial.trial_id, engine_id=trial.engine_id, results=results,
                             t0=t0)
         return TrialResult(trial=row, requests=reqs)

@@ -6,7 +6,7 @@ import json
 import os
 import socket
 import time
-from typing import Optional
+from typing import Callable, Optional
 
 from runner.measurement.latency import Timeline
 from runner.measurement.sampling import GREEDY, Sampling
@@ -114,7 +114,8 @@ class EngineHost:
 
     async def stream(self, *, prompt_token_ids: list[int], max_tokens: int, session: int = 0, turn: int = 0,
                      phase: str = "measured", ignore_eos: bool = True, seed: int = 0,
-                     sampling: Sampling = GREEDY, scheduled_at: Optional[float] = None) -> RequestResult:
+                     sampling: Sampling = GREEDY, scheduled_at: Optional[float] = None,
+                     on_first_token: Optional[Callable[[float], None]] = None) -> RequestResult:
         params = vllm_engine.sampling_params(stream=True, max_tokens=max_tokens, ignore_eos=ignore_eos,
                                              seed=self._seed(seed, sampling), **sampling.params())
         sent = time.perf_counter()
@@ -128,6 +129,8 @@ class EngineHost:
             async for out in self._llm.generate({"prompt_token_ids": prompt_token_ids}, params, request_id):
                 now = time.perf_counter()
                 completion = out.outputs[0]
+                if on_first_token is not None and not timeline.chunk_times and completion.token_ids:
+                    on_first_token(now)
                 timeline.add_chunk(at=now, tokens=len(completion.token_ids))
                 token_ids.extend(completion.token_ids)
                 final = out

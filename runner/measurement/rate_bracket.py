@@ -2,8 +2,10 @@
 and the rates to measure inside it. Pure (no pandas, no engine).
 
 A point is one offered rate of one line (an arm at one workload point without the rate axes), with each targeted
-figure's repeats in ms; `inf` (saturation) sits at the request throughput it measured. A point meets the targets
-when the median over repeats of every figure is within its limit (as the report's SLO sections judge it). Scanning
+figure's repeats in ms; `inf` (saturation) sits at the request throughput it measured. A point whose probes were
+decided (runner.measurement.rate_probe: every repeat's verdict met, or every one missed) meets the targets as
+decided; an undecided one when the median over repeats of every figure is within its limit (as the report's SLO
+sections judge it). Scanning
 up the rates, the bracket is [the last point meeting the targets, the first one missing them]. It is tight enough
 when its width is within `precision` of its lower end, or when it is within the noise: the crossing's 95 %
 interval (a seeded bootstrap of the line's repeats, as the report gives it) is at least as wide as the bracket,
@@ -23,8 +25,9 @@ from runner.measurement.stats import interpolate_crossing
 from runner.slo import Slo
 
 # Workload params that set the offered rate: a line of points is everything else.
-# max_duration_s: the rate search's cap on a probe's length (sweep.rate_search.probe_s), the same along a line.
-RATE_AXES = ("request_rate", "time_scale", "max_duration_s")
+# max_duration_s, stop_when_decided: the rate search's cap on a probe's length (sweep.rate_search.probe_s) and its
+# stop rule, set on the probes below saturation of a line alike.
+RATE_AXES = ("request_rate", "time_scale", "max_duration_s", "stop_when_decided")
 BOOTSTRAP = 1000  # draws of the crossing's interval
 
 
@@ -52,15 +55,28 @@ class RatePoint:
     offered: float  # req/s as planned; inf: saturation
     x: float  # its place on the rate axis: the offered rate, or at saturation the measured throughput
     samples: dict[str, tuple[float, ...]]  # target name (runner.slo.Target.name) → the repeats' figures in ms
+    verdicts: tuple[str, ...] = ()  # the repeats' probe verdicts (met | missed | undecided; none: not judged)
 
     @property
     def saturation(self) -> bool:
         return math.isinf(self.offered)
 
+    @property
+    def decided(self) -> Optional[str]:
+        """"met" or "missed" where every repeat's probe said so; None: undecided (or not judged)."""
+        kinds = set(self.verdicts)
+        return next(iter(kinds)) if len(kinds) == 1 and kinds <= {"met", "missed"} else None
+
+    @property
+    def repeats(self) -> int:
+        return max((len(v) for v in self.samples.values()), default=0)
+
     def median(self, name: str) -> float:
         return _median(self.samples.get(name, ()))
 
     def meets(self, slo: Slo) -> bool:
+        if self.decided is not None:
+            return self.decided == "met"
         return all(self.median(name) <= limit for name, limit in slo.limits.items())  # NaN does not meet
 
 

@@ -6,11 +6,17 @@ sample instead (`workload.<name>.temperature`, `top_p`; each request then gets i
 trial's seed, session and turn, so that a repeat is reproducible and two sessions never share one), or stay
 greedy with a penalty on repeated tokens (`presence_penalty`, `frequency_penalty`, `repetition_penalty`: vLLM's
 own), which keeps outputs deterministic and comparable across arms.
+
+Greedy requests get their own seed too: vLLM's synthetic acceptance (`rejection_sample_method: synthetic`) draws
+each draft's accept/reject from the request's seed and the token's position (the model runner's per-request
+random stream), so one seed shared by every request (vLLM's SamplingParams.seed was 0 for all of them) accepted
+at the same positions in every request and every repeat. A seed per (trial seed + repeat, session, turn) gives each
+request its own draws, the same ones when a repeat is run again. Greedy outputs do not depend on the seed.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Optional
 
 from runner.measurement.prompts import derived_seed
 
@@ -57,13 +63,16 @@ class SampledEngine:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._engine, name)
 
-    async def stream(self, *, session: int = 0, turn: int = 0, phase: str = "measured", **kwargs):
-        seed = self._sampling.request_seed(base=self._base_seed, session=session, turn=turn, phase=phase)
+    async def stream(self, *, session: int = 0, turn: int = 0, phase: str = "measured", seed: Optional[int] = None,
+                     **kwargs):
+        if seed is None:  # a workload's own fixed seed (fixed_task) stays
+            seed = self._sampling.request_seed(base=self._base_seed, session=session, turn=turn, phase=phase)
         return await self._engine.stream(session=session, turn=turn, phase=phase, seed=seed,
                                          sampling=self._sampling, **kwargs)
 
-    async def generate_batch(self, *, phase: str = "measured", **kwargs):
-        seed = self._sampling.request_seed(base=self._base_seed, session=-1, turn=0, phase=phase)
+    async def generate_batch(self, *, phase: str = "measured", seed: Optional[int] = None, **kwargs):
+        if seed is None:
+            seed = self._sampling.request_seed(base=self._base_seed, session=-1, turn=0, phase=phase)
         return await self._engine.generate_batch(phase=phase, seed=seed, sampling=self._sampling, **kwargs)
 
 
@@ -74,6 +83,5 @@ def sampling_of(params: Any) -> Sampling:
 
 
 def sampled(engine: Any, params: Any, *, base_seed: int) -> Any:
-    """`engine` as-is under vLLM's defaults (greedy); wrapped so that each request samples as the params say."""
-    sampling = sampling_of(params)
-    return engine if sampling.is_default else SampledEngine(engine, sampling, base_seed=base_seed)
+    """`engine` wrapped so that each request samples as the params say (greedy by default), with its own seed."""
+    return SampledEngine(engine, sampling_of(params), base_seed=base_seed)

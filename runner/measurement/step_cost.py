@@ -187,3 +187,56 @@ def predicted_best_k(predictions: Iterable[SpeedPrediction], *, method: str, pro
         best.setdefault(batch, [])
         best[batch] += [k for k in contenders(points, aggregate=aggregate) if k not in best[batch]]
     return best
+
+
+@dataclass(frozen=True, kw_only=True)
+class SpotCheck:
+    """One measurement of a k the prediction pruned: the runner-up where its predicted margin is smallest."""
+
+    point_key: tuple
+    method: str
+    profile: Optional[str]
+    k: int  # the runner-up: the unmeasured k predicted fastest after the best
+    best_k: int
+    margin: float  # predicted best / runner-up − 1 at that point
+
+    def why(self) -> str:
+        return (f"spot check: the runner-up where its predicted margin is smallest ({self.margin:.1%} behind "
+                f"k = {self.best_k})")
+
+
+def _figure(p: SpeedPrediction, aggregate: bool) -> Interval:
+    return p.tok_s_aggregate if aggregate else p.tok_s_per_session
+
+
+def pruned_to_one(predictions: Iterable[SpeedPrediction], *, aggregate: bool = True) -> bool:
+    """Whether the prediction leaves nothing to measure at this point (every unmeasured k pruned)."""
+    predictions = list(predictions)
+    ran = {p.k for p in predictions if p.measured}
+    return not [k for k in contenders(predictions, aggregate=aggregate) if k not in ran and k > 0]
+
+
+def spot_checks(predictions: Iterable[SpeedPrediction], *, aggregate: bool = True) -> list[SpotCheck]:
+    """Per method (and profile) whose prediction pruned every unmeasured k at every point: its runner-up at the
+    point where the runner-up's predicted margin behind the best is smallest, so that a prediction never stands
+    as the only evidence for the answer (its error, measured against it, is reported)."""
+    families: dict[tuple, dict[tuple, list[SpeedPrediction]]] = {}
+    for p in predictions:
+        families.setdefault((p.method, p.profile), {}).setdefault(p.point_key, []).append(p)
+    out = []
+    for (method, profile), points in sorted(families.items(), key=lambda kv: str(kv[0])):
+        if not all(pruned_to_one(preds, aggregate=aggregate) for preds in points.values()):
+            continue  # contenders are measured: the prediction is checked by them
+        candidates = []
+        for point, preds in points.items():
+            unmeasured = [p for p in preds if not p.measured and p.k > 0]
+            if not unmeasured:
+                continue
+            best = max(preds, key=lambda p: _figure(p, aggregate).point)
+            runner_up = max(unmeasured, key=lambda p: _figure(p, aggregate).point)
+            margin = _figure(best, aggregate).point / _figure(runner_up, aggregate).point - 1.0
+            candidates.append(SpotCheck(point_key=point, method=method, profile=profile, k=runner_up.k,
+                                        best_k=best.k, margin=margin))
+        if candidates:
+            out.append(min(candidates, key=lambda c: (c.margin, str(c.point_key))))
+    return out

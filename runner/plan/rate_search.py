@@ -8,6 +8,12 @@
 3. then, per line, `rates_per_stage` rates inside its bracket [last rate meeting the SLO, first missing it],
    until the bracket is within `precision` of its lower end or within the noise of the repeats (the crossing's
    bootstrap interval as wide as the bracket: runner.measurement.rate_bracket), or `max_stages` ran.
+Each probe runs once first: a probe below saturation stops sending once it is decided (its TTFT percentile's
+interval clear of the target, or the queue past saving it: runner.measurement.rate_probe), and its verdict and
+interval go in its row. Only the undecided probes that bound a line's answer (its bracket's ends, once the line
+asks for no new rate) take further repeats, up to `sweep.repeats`, one a stage (spread over the sweep): a rate
+below a decided one, or above a missed one, is settled by it. A rate decided "missed" below one that meets
+contradicts it (noise on one of them) and is repeated too.
 Each line gets only its own rates (an arm's bracket says nothing of another's), or with `shared_rates` every arm
 of a workload point gets the rates any of them asks for (comparable at every rate); rates are rounded to three
 significant digits, so a rate names one trial id however a stage reached it. The report's "Against offered
@@ -18,7 +24,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import replace
-from typing import Optional
+from typing import Optional, Sequence
 
 from runner.config.checks import ConfigError
 from runner.config.sections import RunConfig
@@ -81,8 +87,17 @@ def _with_rates(config: RunConfig, extra: dict[str, set[float]]) -> RunConfig:
         rates = given + ([] if math.inf in known else [SATURATION])
         rates += sorted(r for r in extra.get(name, ()) if r not in known)
         capped = {"max_duration_s": probe_s} if extra.get(name) and probe_s and "max_duration_s" not in params else {}
+        if extra.get(name) and _stops_when_decided(name) and "stop_when_decided" not in params:
+            capped["stop_when_decided"] = True
         workloads[name] = {**params, "request_rate": rates, **capped}
     return replace(config, workload=workloads)
+
+
+def _stops_when_decided(name: str) -> bool:
+    """Whether the workload's open-loop driver hands its probe the stop rule (decode does)."""
+    from runner.measurement.workloads import workload_class
+
+    return bool(getattr(workload_class(name), "probe_stops", False))
 
 
 def probe_line(config: RunConfig) -> str:
@@ -95,7 +110,8 @@ def probe_line(config: RunConfig) -> str:
     return (f"rate probes below saturation: at most {probe_s:g} s of arrivals each, i.e. min(num_requests, "
             f"max({CAPPED_MIN_ARRIVALS}, rate × {probe_s:g} s)) requests (at least {CAPPED_MIN_ARRIVALS} per repeat: "
             f"the p99 lies between a repeat's two slowest; sweep.rate_search.probe_s sets the cap, null sends "
-            f"num_requests)")
+            f"num_requests); each stops sending once decided (its TTFT percentile's interval clear of the target, "
+            f"or its queue past saving it) and runs once, repeated only where undecided at a bracket's end")
 
 
 def _row_rate(row: dict) -> float:
@@ -119,7 +135,8 @@ def line_points(rows: list[dict], slo: Slo) -> dict[Line, list[RatePoint]]:
             throughputs = sorted(_number(r.get("request_throughput_req_s")) for r in repeats)
             x = throughputs[len(throughputs) // 2] if math.isinf(rate) else rate
             samples = {name: tuple(_number(r.get(slo.column(name))) * 1000.0 for r in repeats) for name in slo.limits}
-            points.append(RatePoint(offered=rate, x=x, samples=samples))
+            verdicts = tuple(r["probe_verdict"] for r in repeats if isinstance(r.get("probe_verdict"), str))
+            points.append(RatePoint(offered=rate, x=x, samples=samples, verdicts=verdicts))
         lines[key] = points
     return lines
 
@@ -139,6 +156,28 @@ def next_rates(b: Bracket, *, precision: float, low_fraction: float, count: int)
         return []  # a rate at or near the low probe already missed: "below the lowest rate"
     # Before the low rate is known to meet it, rates between it and saturation already narrow the bracket.
     return [low, *rates_between(low, b.lowest.x, count=count)] if b.lowest.saturation else [low]
+
+
+def _saturation(trial) -> bool:
+    return math.isinf(parse_rate(trial.point.get("request_rate")))
+
+
+def _merged(a: Plan, b: Plan) -> Plan:
+    """Both plans' trials, and the engines they need (a's order, then b's new ones)."""
+    engines = list(a.engines) + [e for e in b.engines if e.engine_id not in {x.engine_id for x in a.engines}]
+    return replace(a, engines=engines, trials=list(a.trials) + list(b.trials))
+
+
+def repeats_wanted(b: Bracket, *, repeats: int, points: Sequence[RatePoint] = (), slo: Optional[Slo] = None
+                   ) -> list[RatePoint]:
+    """The probes worth another repeat (each with fewer than `repeats`): the bracket's ends still undecided, and
+    a rate decided "missed" below one that meets (latency does not fall as the rate rises: one of the two is the
+    machine's noise, and only more repeats can say which)."""
+    contradicted = [p for p in points if p.decided == "missed" and slo is not None
+                    and any(q.x > p.x and not q.saturation and q.meets(slo) for q in points)]
+    ends = [p for p in (b.low, b.high) if p is not None and p.decided is None] + contradicted
+    ends = [p for i, p in enumerate(ends) if all(p is not q for q in ends[:i])]
+    return [p for p in ends if p.repeats < repeats]
 
 
 def _shared(wanted: set[tuple[Line, float]], *, lines, tried: set) -> set[tuple[Line, float]]:
@@ -167,33 +206,48 @@ class RateSearch:
 
     def stage(self, index: int, *, config: RunConfig, rows: list[dict]) -> Optional[Stage]:
         if index == 0:
-            return Stage(name="saturation", plan=build_plan(self.plannable(config)),
-                         why="every arm at request_rate=inf (and the given rates): its throughput bounds every "
-                             "sustainable rate")
+            return Stage(name="saturation", plan=select(build_plan(self.plannable(config)),
+                                                        lambda trial, engine: trial.repeat == 0),
+                         why="every arm at request_rate=inf (and the given rates), once: its throughput bounds "
+                             "every sustainable rate (repeated only where its verdict is undecided)")
         search = config.sweep.rate_search
-        if index >= search.max_stages:
-            return None
         report = _report(config)
         tried = {(_line(r), _row_rate(r)) for r in rows}
+        lines = line_points(rows, report.slo)
         wanted: set[tuple[Line, float]] = set()
-        for line, points in line_points(rows, report.slo).items():
+        again: dict[tuple[Line, float], int] = {}  # (line, rate) → the repeat to run next
+        for line, points in lines.items():
             b = bracket(points, report.slo, precision=search.precision, seed=report.seed)
-            wanted |= {(line, r) for r in next_rates(b, precision=search.precision, low_fraction=search.low_fraction,
-                                                      count=search.rates_per_stage) if (line, r) not in tried}
+            new = {(line, r) for r in next_rates(b, precision=search.precision, low_fraction=search.low_fraction,
+                                                 count=search.rates_per_stage) if (line, r) not in tried}
+            if new and index < search.max_stages:
+                wanted |= new
+            else:  # the line asks for no new rate: its undecided ends take their next repeat
+                again.update({(line, p.offered): p.repeats for p in repeats_wanted(
+                    b, repeats=config.sweep.repeats, points=points, slo=report.slo)})
         if search.shared_rates:
-            wanted = _shared(wanted, lines=line_points(rows, report.slo), tried=tried)
-        if not wanted:
+            wanted = _shared(wanted, lines=lines, tried=tried)
+        if not wanted and not again or index >= search.max_stages + config.sweep.repeats:
             return None
         extra: dict[str, set[float]] = {}
-        for (_, workload, _), rate in wanted:
-            extra.setdefault(workload, set()).add(rate)
+        for (_, workload, _), rate in [*wanted, *again]:
+            if not math.isinf(rate):
+                extra.setdefault(workload, set()).add(rate)
 
         def keep(trial, engine) -> bool:
-            line = (engine.engine_id, trial.workload, line_params(trial.params_json))
-            return (line, parse_rate(trial.point.get("request_rate"))) in wanted
+            key = ((engine.engine_id, trial.workload, line_params(trial.params_json)),
+                   parse_rate(trial.point.get("request_rate")))
+            return trial.repeat == 0 if key in wanted else again.get(key) == trial.repeat
 
-        plan: Plan = select(build_plan(_with_rates(config, extra)), keep)
-        lines = len({line for line, _ in wanted})
-        shown = ", ".join(f"{r:g}" for r in sorted({r for _, r in wanted}))
-        return Stage(name=f"rates-{index}", plan=plan,
-                     why=f"{len(wanted)} new (line, rate) pairs over {lines} arm line(s): {shown} req/s")
+        # Saturation's repeats from the config without the probes' keys: the same point (and ids) as its first run.
+        plan: Plan = _merged(select(build_plan(_with_rates(config, extra)), lambda t, e: not _saturation(t) and keep(t, e)),
+                             select(build_plan(_with_rates(config, {})), lambda t, e: _saturation(t) and keep(t, e)))
+        parts = []
+        if wanted:
+            shown = ", ".join(f"{r:g}" for r in sorted({r for _, r in wanted}))
+            parts.append(f"{len(wanted)} new (line, rate) pairs over {len({line for line, _ in wanted})} arm "
+                         f"line(s): {shown} req/s")
+        if again:
+            shown = ", ".join(f"{r:g}" for r in sorted({r for _, r in again}))
+            parts.append(f"{len(again)} undecided bracket end(s) repeated: {shown} req/s")
+        return Stage(name=f"rates-{index}", plan=plan, why="; ".join(parts))

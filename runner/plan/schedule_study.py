@@ -4,7 +4,10 @@
    at every load: its per-position acceptance and the step times of k_max and of spec off predict the decode
    speed of every smaller k (runner.measurement.step_cost).
 2. contenders: at each point, the k's whose predicted speed reaches the best prediction and that no engine ran
-   yet (a prediction names what to measure, it never decides).
+   yet (a prediction names what to measure, it never decides). Where the prediction prunes every k but the
+   measured ones at every load, one spot check: the runner-up at the load where its predicted margin is smallest
+   (runner.measurement.step_cost.spot_checks), so that its error is measured and "predicted" is never the only
+   evidence for the answer.
 3. schedule: the best measured k per batch size (the decision module) as a per-batch-size schedule arm at every
    load, beside the static k and spec off already measured; arms with a given schedule run here too. A family
    whose best k is the same at every load gets no schedule arm: that is a static k, already measured.
@@ -20,7 +23,7 @@ from runner.config.checks import ConfigError
 from runner.config.sections import ArmSection, RunConfig
 from runner.measurement.measured_best_k import FAMILY_COLUMNS, measured_choices
 from runner.measurement.spec_predict import CHAIN_DRAFTERS, _plain
-from runner.measurement.step_cost import POINT_COLUMNS, contenders, predict_speeds
+from runner.measurement.step_cost import POINT_COLUMNS, contenders, predict_speeds, spot_checks
 from runner.plan.grid import Plan, build_plan
 from runner.plan.spec_variants import AUTO, DEFAULT_MAX_NUM_SEQS
 from runner.plan.stages import Stage, select
@@ -111,14 +114,21 @@ class PredictSchedule:
             ran = {p.k for p in predictions if p.measured}
             wanted |= {(point, method, profile, k) for k in contenders(predictions, aggregate=False)
                        if k not in ran and k > 0}
+        checks = spot_checks([p for group in groups.values() for p in group], aggregate=False)
+        spot = {(c.point_key, c.method, c.profile, c.k) for c in checks}
 
         def keep(trial, engine) -> bool:
             s = engine.settings
-            return (_point(trial, engine), s.spec_method, s.spec_acceptance_profile, s.num_speculative_tokens) in wanted
+            key = (_point(trial, engine), s.spec_method, s.spec_acceptance_profile, s.num_speculative_tokens)
+            return key in wanted or key in spot
 
         plan = select(self._fixed(config), keep)
-        return Stage(name="contenders", plan=plan,
-                     why=f"{len(wanted)} (point, k) pairs predicted to reach the best k and not measured yet")
+        why = f"{len(wanted)} (point, k) pairs predicted to reach the best k and not measured yet"
+        for c in checks:
+            where = dict(zip(POINT_COLUMNS, c.point_key))
+            why += (f"; the prediction pruned every other {c.method} k: spot check of k = {c.k} at "
+                    f"c={where.get('concurrency')} ({c.margin:.1%} predicted behind k = {c.best_k})")
+        return Stage(name="contenders", plan=plan, why=why)
 
     def _schedule(self, config: RunConfig, rows: list[dict]) -> Stage:
         metric = _deciding(config)

@@ -21,8 +21,9 @@ from runner.report.matrix import matrix_section
 from runner.report.samples import deciding_metric, point_table, sample_values
 from runner.report.pareto import pareto_points
 from runner.report.frames import Frames, analysis_frames
-from runner.report.schedule_report import (acceptance_predictions, derived_schedules, schedule_outcomes,
-                                           schedule_recommendations)
+from runner.report.acceptance_profile import acceptance_profile_section
+from runner.report.schedule_report import (acceptance_predictions, derived_schedules, predicted_vs_measured,
+                                           schedule_outcomes, schedule_recommendations)
 from runner.report.race_report import race_stops
 from runner.report.rate_answer import answer_row as rate_answer_row
 from runner.report.rate_answer import rate_verdicts, recommendation_block
@@ -72,6 +73,7 @@ class Analysis:
     schedules: list = field(default_factory=list)  # runner.report.schedule_report.derived_schedules
     schedule_outcomes: pd.DataFrame = field(default_factory=pd.DataFrame)
     al_predictions: pd.DataFrame = field(default_factory=pd.DataFrame)
+    speed_predictions: pd.DataFrame = field(default_factory=pd.DataFrame)  # schedule_report.predicted_vs_measured
     blocking: list[str] = field(default_factory=list)  # runner.report.blocking: said above the Answer
     # Open-loop trials against offered rate (runner.report.rates) and a rate search's verdicts (rate_answer).
     rate_points: pd.DataFrame = field(default_factory=pd.DataFrame)
@@ -160,7 +162,7 @@ def analyse(results: Results, *, bandwidth: float | None = None, settings: Repor
         draft_lines=draft_count_lines(summary[~summary.workload.isin(answered)] if len(summary) else summary,
                                       choices, trials),
         schedules=schedules, schedule_outcomes=schedule_outcomes(points, choices, **rule),
-        al_predictions=acceptance_predictions(frames.ran),
+        al_predictions=acceptance_predictions(frames.ran), speed_predictions=predicted_vs_measured(frames.ran),
         rate_points=at_rates, highest_rates=best, rate_verdicts=by_rate,
         cache_deficit=deficit, deficit_lines=deficit_lines(deficit),
         rate_lines=[v.sentence(slo_text, line_text[v.workload](v.line)) for v in by_rate if v.workload in answered],
@@ -337,7 +339,8 @@ def render_markdown(a: Analysis, *, plot_files: list[Path]) -> str:
              sections.race_section(a), repeats_section(a.trials), sections.degenerate_section(a),
              section("Crossovers", md_table(a.crossovers) if len(a.crossovers) else
                      "None: the outcome does not change along any axis."),
-             _draft_section(a), deficit_section(a), sections.schedule_section(a), _capacity_section(a), _divergence_section(a), _failures_section(a),
+             _draft_section(a), deficit_section(a), sections.schedule_section(a), acceptance_profile_section(a.trials),
+             _capacity_section(a), _divergence_section(a), _failures_section(a),
              _bandwidth_section(a), _detail_section(a), _engines_section(a), sections.first_trial_section(a),
              sections.agreement_section(a), sections.device_time_section(a)]
     parts += [rates.rate_section(a), categories.category_section(a)]

@@ -15,7 +15,8 @@ import pandas as pd
 
 from runner.measurement.decision import Candidate, DecisionKind, decide
 from runner.measurement.draft_schedule import DraftSchedule, ScheduleError, build_schedule, check_with_vllm
-from runner.measurement.spec_predict import predict_acceptance
+from runner.measurement.spec_predict import _plain, predict_acceptance, static_k_rows
+from runner.measurement.step_cost import POINT_COLUMNS, contenders, predict_speeds, spot_checks
 from runner.report.arms import POINT_FIELDS
 from runner.report.samples import deciding_metric
 from runner.schema import TrialStatus
@@ -197,3 +198,106 @@ def schedule_recommendations(schedules: list[dict[str, Any]], params_text) -> di
         out.setdefault(s["workload"], []).append(item)
     return out
 
+
+
+def _source_rows(rows: list[dict]) -> list[dict]:
+    """The rows the prediction came from (the predict stage's engines): spec off and, per method and profile,
+    the largest static k."""
+    k_max: dict[tuple, int] = {}
+    for r in rows:
+        if r.get("spec_method") != "off":
+            key = (r.get("spec_method"), _plain(r.get("spec_acceptance_profile")))
+            k_max[key] = max(k_max.get(key, 0), int(r.get("num_speculative_tokens") or 0))
+    return [r for r in rows if r.get("spec_method") == "off" or int(r.get("num_speculative_tokens") or 0)
+            == k_max[(r.get("spec_method"), _plain(r.get("spec_acceptance_profile")))]]
+
+
+def _interval_text(interval) -> str:
+    if interval.lo == interval.lo and interval.hi == interval.hi:
+        return f"{interval.point:.4g} [{interval.lo:.4g}–{interval.hi:.4g}]"
+    return f"{interval.point:.4g}"
+
+
+def predicted_vs_measured(trials: pd.DataFrame, *, column: str = "decode_tok_s_per_session") -> pd.DataFrame:
+    """Per load, method and k: the step-cost model's predicted decode speed per session (from spec off and the
+    largest k, as the predict stage had them), the measured one where an engine drafted k there, the prediction's
+    error, and why each k was measured or skipped (the raw trials: each acceptance profile its own family)."""
+    if not len(trials) or "itl_mean_s" not in trials:
+        return pd.DataFrame()
+    rows = static_k_rows(trials.to_dict("records"))
+    predictions = predict_speeds(_source_rows(rows))
+    if not predictions:
+        return pd.DataFrame()
+    measured: dict[tuple, list[float]] = {}
+    for r in rows:
+        point = tuple(_plain(r.get(c)) for c in POINT_COLUMNS)
+        k = int(r.get("num_speculative_tokens") or 0) if r.get("spec_method") != "off" else 0
+        value = _plain(r.get(column))
+        if value is not None:
+            for method in ({r.get("spec_method")} if k else {p.method for p in predictions}):
+                profile = _plain(r.get("spec_acceptance_profile")) if k else None
+                measured.setdefault((point, method, profile, k), []).append(float(value))
+    checks = {(c.point_key, c.method, c.profile, c.k): c for c in spot_checks(predictions, aggregate=False)}
+    groups: dict[tuple, list] = {}
+    for p in predictions:
+        groups.setdefault((p.point_key, p.method, p.profile), []).append(p)
+    out = []
+    for (point, method, profile), preds in groups.items():
+        near = contenders(preds, aggregate=False)
+        best = near[0]
+        top = max(p.tok_s_per_session.point for p in preds)
+        where = dict(zip(POINT_COLUMNS, point))
+        for p in sorted(preds, key=lambda x: x.k):
+            values = measured.get((point, method, profile if p.k else None, p.k)) or []
+            mean = sum(values) / len(values) if values else None
+            key = (point, method, profile, p.k)
+            if p.measured:
+                why = "spec off (k = 0): the step time every k is predicted from" if p.k == 0 else \
+                    "measured first: its counters and step time predict every smaller k"
+            elif key in checks:
+                why = checks[key].why()
+            elif p.k in near:
+                why = f"contender: predicted within reach of k = {best}" + ("" if values else " (not measured yet)")
+            else:
+                behind = 1.0 - p.tok_s_per_session.point / top if top else float("nan")
+                hi = p.tok_s_per_session.hi if p.tok_s_per_session.hi == p.tok_s_per_session.hi else \
+                    p.tok_s_per_session.point
+                why = (f"{'pruned' if values else 'skipped'}: predicted {behind:.1%} behind k = {best} (its "
+                       f"interval's top {hi:.4g} < {top:.4g})" + ("; measured anyway (another stage or sweep)"
+                                                                  if values else ""))
+            error = None if mean is None or p.measured else mean / p.tok_s_per_session.point - 1.0
+            out.append({"workload": where.get("workload"), "workload_params_json": where.get("workload_params_json"),
+                        "concurrency": where.get("concurrency"), "batch size": round(p.batch_size_p50, 1),
+                        "method": method, "acceptance": profile or "real", "k": p.k,
+                        "predicted tok/s per session": _interval_text(p.tok_s_per_session),
+                        "measured": f"{mean:.4g} (n={len(values)})" if values else "–",
+                        "prediction error": "–" if error is None else f"{error:+.1%}", "why": why})
+    return pd.DataFrame(out).sort_values(["workload", "workload_params_json", "method", "acceptance", "concurrency",
+                                          "k"], kind="stable").reset_index(drop=True)
+
+
+def spot_check_lines(table: pd.DataFrame) -> list[str]:
+    """One line per spot check: the runner-up measured against its prediction."""
+    lines = []
+    if not len(table):
+        return lines
+    for r in table[table.why.str.startswith("spot check")].to_dict("records"):
+        lines.append(f"Spot check ({r['method']} k = {r['k']} at c={r['concurrency']}): predicted "
+                     f"{r['predicted tok/s per session']} tok/s per session, measured {r['measured']}, error "
+                     f"{r['prediction error']} — {r['why'].removeprefix('spot check: ')}.")
+    return lines
+
+
+def prediction_blocks(table: pd.DataFrame, point_text=None) -> list[str]:
+    """report.md's blocks for the predicted-vs-measured table (none without predictions)."""
+    from runner.report.render import md_table
+
+    if table is None or not len(table):
+        return []
+    shown = table.assign(point=[f"c={c}" for c in table.concurrency])
+    shown = shown[["workload", "method", "acceptance", "point", "batch size", "k", "predicted tok/s per session",
+                   "measured", "prediction error", "why"]]
+    return ["Decode speed per session predicted for every k by the step-cost model (AL(k) from the largest k's "
+            "per-position counters over the step time interpolated between spec off and the largest k; mean over "
+            "repeats, 95% t interval), beside the speed measured where an engine drafted k, and why each k was "
+            "measured or skipped:", md_table(shown), *spot_check_lines(table)]

@@ -5,6 +5,7 @@ import pandas as pd
 
 from runner.report.answer import answerable_question, selector_text, side_arms
 from runner.report.render import md_table, section
+from runner.report.schedule_report import prediction_blocks
 
 
 BLOCKING_TITLE = "Before you use this answer:"  # the blocking caveats' heading (report.html marks that block)
@@ -215,6 +216,7 @@ def schedule_section(a) -> str:
                   "sum of the first k per-position rates), against AL measured at k (mean over repeats, 95% t "
                   "interval). With real acceptance a prediction is a contender to measure, not a result:",
                   md_table(shown)]
+    parts += prediction_blocks(a.speed_predictions)
     if not parts:
         return ""
     return section("Draft count as vLLM deploys it",

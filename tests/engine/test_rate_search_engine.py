@@ -45,6 +45,12 @@ def test_saturation_first_then_rates_below_it_from_its_throughput(search):
     # The low rate is a tenth of the throughput saturation measured.
     assert round_rate(0.1 * float(saturation.request_throughput_req_s.iloc[0])) in below
     assert stdout.count("stage '") <= MAX_STAGES
+    # Every probe's verdict and interval are in its row; one stopped early covers only the requests it sent.
+    assert set(trials.probe_verdict) <= {"met", "missed", "undecided"} and trials.probe_verdict.notna().all()
+    probes = trials[trials.offered_rate_req_s < math.inf]
+    assert (probes.num_requests <= probes.probe_planned_requests).all()
+    stopped = probes[probes.num_requests < probes.probe_planned_requests]
+    assert stopped.probe_stop.str.startswith("stopped after").all()
 
 
 def test_the_report_gives_the_highest_rate_within_the_target(search):

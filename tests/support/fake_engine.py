@@ -21,12 +21,14 @@ class SlowEngine:
         self.peak = 0
 
     async def stream(self, *, prompt_token_ids, max_tokens, session=0, turn=0, phase="measured", ignore_eos=True,
-                     seed=0, scheduled_at=None):
+                     seed=0, scheduled_at=None, on_first_token=None):
         sent = time.perf_counter()
         self.in_flight += 1
         self.peak = max(self.peak, self.in_flight)
         t = Timeline(sent_at=sent if scheduled_at is None else scheduled_at)
         await asyncio.sleep(self.service_s)
+        if on_first_token is not None:
+            on_first_token(time.perf_counter())
         t.add_chunk(at=time.perf_counter(), tokens=max_tokens)
         self.in_flight -= 1
         return RequestResult(timeline=t, prompt_tokens=len(prompt_token_ids), output_token_ids=[1] * max_tokens,

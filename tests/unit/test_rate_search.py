@@ -29,16 +29,22 @@ def _ttft_s(load: float, repeat: int) -> float:
     return (0.005 + 0.2 * max(0.0, load - 0.5) ** 2) * (1.0, 1.02, 0.98)[repeat]
 
 
+def _verdict(ttft_s: float) -> str:
+    """A probe's verdict as its stop rule would give it: decided unless within 25 % of the target."""
+    return "met" if ttft_s < 0.8 * LIMIT_MS / 1000 else "missed" if ttft_s > 1.25 * LIMIT_MS / 1000 else "undecided"
+
+
 def _rows(stage, *, failed_rates=()) -> list[dict]:
     engines = {e.engine_id: e.settings for e in stage.plan.engines}
     rows = []
     for t in stage.plan.trials:
         capacity = CAPACITY[engines[t.engine_id].spec_method]
         rate = float(t.params.request_rate)
+        ttft = _ttft_s(min(rate / capacity, 1.5), t.repeat)
         rows.append({"trial_id": t.trial_id, "engine_id": t.engine_id, "workload": t.workload,
                      "workload_params_json": t.params_json, "repeat": t.repeat,
                      "status": "failed" if rate in failed_rates else "ok",
-                     "ttft_p99_s": _ttft_s(min(rate / capacity, 1.5), t.repeat),
+                     "ttft_p99_s": ttft, "probe_verdict": _verdict(ttft),
                      "request_throughput_req_s": min(rate, capacity) * (1.0, 0.99, 1.01)[t.repeat]})
     return rows
 
@@ -71,12 +77,19 @@ def test_saturation_first_then_each_arm_narrowed_to_its_own_crossing():
     stages, rows = _run(config, study)
     assert stages[0].name == "saturation"
     assert _rates(stages[0]) == {"off": {math.inf}, "mtp": {math.inf}}
-    assert len(stages[0].plan.trials) == 2 * 3  # two arms × three repeats
+    assert len(stages[0].plan.trials) == 2  # two arms, once: saturation's verdict (missed) is decided
     # Below saturation: a tenth of each arm's throughput and two rates between (the preset's rates_per_stage).
     assert _rates(stages[1]) == {"off": {30.0, 64.6, 139.0}, "mtp": {24.0, 51.7, 111.0}}
-    assert 3 <= len(stages) <= config.sweep.rate_search.max_stages
+    assert {t.repeat for t in stages[1].plan.trials} == {0}
+    assert 3 <= len(stages) <= config.sweep.rate_search.max_stages + config.sweep.repeats
     ids = [t.trial_id for s in stages for t in s.plan.trials]
-    assert len(ids) == len(set(ids))  # no rate measured twice
+    assert len(ids) == len(set(ids))  # no trial measured twice
+    # Repeats only of undecided probes at a bracket's ends, never of decided ones.
+    repeated = [r for r in rows if r["repeat"] > 0]
+    assert len(repeated) < len(rows) / 2
+    decided = {(r["engine_id"], r["workload_params_json"]) for r in rows if r["repeat"] == 0
+               and r["probe_verdict"] != "undecided"}
+    assert not [r for r in repeated if (r["engine_id"], r["workload_params_json"]) in decided]
     engines = {e.engine_id: e.settings.spec_method for s in stages for e in s.plan.engines}
     for engine_id, b in _brackets(config, rows).items():
         arm = engines[engine_id]
@@ -93,6 +106,8 @@ def test_shared_rates_measure_every_arm_at_each_rate_any_arm_asks_for():
     both = {30.0, 64.6, 139.0, 24.0, 51.7, 111.0}
     assert _rates(stages[1]) == {"off": both, "mtp": both}
     for stage in stages[2:]:
+        if "repeated" in stage.why:  # an arm's own undecided ends
+            continue
         rates = _rates(stage)
         assert rates["off"] == rates["mtp"]
     for engine_id, b in _brackets(config, rows).items():
@@ -116,12 +131,17 @@ def _saturated():
 
 def test_saturation_within_the_target_ends_the_study():
     config, study, rows = _saturated()
-    assert study.stage(1, config=config, rows=[dict(r, ttft_p99_s=0.010) for r in rows]) is None
+    assert study.stage(1, config=config, rows=[dict(r, ttft_p99_s=0.010, probe_verdict="met") for r in rows]) is None
+    # Undecided there, saturation takes its next repeat (and only that).
+    again = study.stage(1, config=config, rows=[dict(r, ttft_p99_s=0.010, probe_verdict="undecided") for r in rows])
+    assert {t.repeat for t in again.plan.trials} == {1} and "repeated" in again.why
+    assert {t.params_json for t in again.plan.trials} == {r["workload_params_json"] for r in rows}  # the same point
 
 
 def test_a_low_rate_that_misses_ends_that_arm():
     config, study, rows = _saturated()
-    rows += [dict(r, ttft_p99_s=1.0) for r in _rows(study.stage(1, config=config, rows=rows))]  # the low rate queues
+    rows += [dict(r, ttft_p99_s=1.0, probe_verdict="missed")
+             for r in _rows(study.stage(1, config=config, rows=rows))]  # the low rate queues
     assert study.stage(2, config=config, rows=rows) is None
 
 
@@ -145,7 +165,9 @@ def test_given_rates_run_with_saturation_as_written():
 def test_max_stages_bounds_the_search():
     config = _config("sweep.preset=null", f"slo.ttft={LIMIT_MS}", "sweep.rate_search.max_stages=2")
     stages, _ = _run(config, adaptive_study("rate_search"))
-    assert [s.name for s in stages] == ["saturation", "rates-1"]
+    assert [s.name for s in stages[:2]] == ["saturation", "rates-1"]
+    assert all("new" not in s.why and "repeated" in s.why for s in stages[2:])  # no new rate after max_stages
+    assert len(stages) <= 2 + config.sweep.repeats
 
 
 @pytest.mark.parametrize("overrides, words", [
@@ -215,3 +237,17 @@ def test_rates_between_are_geometric_and_rounded():
 
 def test_a_line_is_the_params_without_the_rate():
     assert line_params('{"request_rate": 3, "input_len": 8}') == '{"input_len": 8}'
+
+
+def test_a_miss_below_a_rate_that_meets_is_repeated():
+    from runner.plan.rate_search import repeats_wanted
+
+    slo = Slo(targets=(Target(metric=Metric.TTFT, ms=LIMIT_MS),))
+    spike = RatePoint(offered=7.0, x=7.0, samples={slo.targets[0].name: (3000.0,)}, verdicts=("missed",))
+    fine = RatePoint(offered=16.0, x=16.0, samples={slo.targets[0].name: (20.0,)}, verdicts=("undecided",))
+    sat = RatePoint(offered=math.inf, x=40.0, samples={slo.targets[0].name: (900.0,)}, verdicts=("missed",))
+    points = [spike, fine, sat]
+    b = bracket(points, slo, precision=0.1)
+    assert b.state == BracketState.LOWEST_MISSES
+    assert repeats_wanted(b, repeats=3, points=points, slo=slo) == [spike]
+    assert repeats_wanted(b, repeats=1, points=points, slo=slo) == []

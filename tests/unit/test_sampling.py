@@ -17,10 +17,32 @@ class _Recorder:
         self.calls.append(kwargs)
 
 
-def test_greedy_params_leave_the_engine_as_it_is():
+def _seeds(wrapped, keys) -> list:
+    async def send():
+        for session, turn in keys:
+            await wrapped.stream(prompt_token_ids=[1], max_tokens=4, session=session, turn=turn)
+
+    asyncio.run(send())
+    return [c["seed"] for c in wrapped._engine.calls]
+
+
+def test_greedy_requests_get_a_seed_each_distinct_across_requests_and_repeats():
+    # vLLM's synthetic acceptance draws from the request's seed and position: one seed for all accepted alike.
     params = workload_class("decode").parse_params({"input_len": 8, "output_len": 4})
+    assert sampling_of(params) == GREEDY
+    keys = [(s, 0) for s in range(64)]
+    first = _seeds(sampled(_Recorder(), params, base_seed=params.seed * 1_000_003 + 0), keys)
+    again = _seeds(sampled(_Recorder(), params, base_seed=params.seed * 1_000_003 + 0), keys)
+    repeat = _seeds(sampled(_Recorder(), params, base_seed=params.seed * 1_000_003 + 1), keys)
+    assert len(set(first)) == 64 and first == again
+    assert not set(first) & set(repeat)
+
+
+def test_a_workloads_own_seed_is_kept():
     engine = _Recorder()
-    assert sampling_of(params) == GREEDY and sampled(engine, params, base_seed=1) is engine
+    wrapped = sampled(engine, workload_class("decode").parse_params({"input_len": 8, "output_len": 4}), base_seed=1)
+    asyncio.run(wrapped.stream(prompt_token_ids=[1], max_tokens=4, seed=6000))
+    assert engine.calls[0]["seed"] == 6000 and engine.calls[0]["sampling"] == GREEDY
 
 
 def test_each_request_gets_its_own_reproducible_seed():

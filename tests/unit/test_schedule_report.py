@@ -49,3 +49,31 @@ def test_acceptance_profiles_are_points_and_spec_off_is_compared_at_each(tmp_pat
     assert set(a.points.arm) == {"off", "mtp:1", "mtp:2"}  # no profile in the labels
     assert set(a.outcomes.choice) == {"mtp:2", "off"}  # k=2 at high acceptance, off at low: never mixed
     assert len(a.draft_summary) == 1  # one family: the profile is a point, not a family
+
+
+def test_predict_then_validate_shows_every_k_predicted_measured_and_why_skipped(monkeypatch):
+    import pandas as pd
+
+    from runner.config.store import load_config
+    from runner.plan.stages import adaptive_study
+    from runner.report.schedule_report import predicted_vs_measured, spot_check_lines
+    from tests.unit import test_schedule_study as study_rows
+
+    cheap = {(0, 1): 0.010, (3, 1): 0.011, (0, 2): 0.010, (3, 2): 0.0115, (0, 4): 0.010, (3, 4): 0.012,
+             (2, 4): 0.0118}  # k = 2 measured a little slower than its interpolated step (0.01133)
+    monkeypatch.setattr(study_rows, "STEP_S", cheap)
+    config = load_config(["tracking=none", "sweep=draft_schedule", "sweep.preset=cpu"])
+    study = adaptive_study("predict_schedule")
+    rows = study_rows._rows(study.stage(0, config=config, rows=[]))
+    rows += study_rows._rows(study.stage(1, config=config, rows=rows))
+    table = predicted_vs_measured(pd.DataFrame(rows))
+    assert len(table) == 3 * 4  # three loads × k = 0..3
+    at = {(r["concurrency"], r["k"]): r for r in table.to_dict("records")}
+    assert at[(1, 1)]["why"].startswith("skipped: predicted") and at[(1, 1)]["measured"] == "–"
+    assert at[(1, 0)]["why"].startswith("spec off") and at[(4, 3)]["why"].startswith("measured first")
+    check = at[(4, 2)]
+    assert check["why"].startswith("spot check") and check["measured"].endswith("(n=3)")
+    # Measured 2.4 / 0.0118 against predicted 2.4 / 0.011333: about 4 % slower than predicted.
+    assert check["prediction error"] == "-4.0%"
+    (line,) = spot_check_lines(table)
+    assert "k = 2 at c=4" in line and "-4.0%" in line

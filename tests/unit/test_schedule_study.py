@@ -124,3 +124,16 @@ def test_the_command_line_wins_over_a_preset():
     assert _config().sweep.grid.concurrency == [1, 2, 4]
     assert _config("sweep.grid.concurrency=[1]").sweep.grid.concurrency == [1]
     assert _config("engine.args.max_num_seqs=8").engine.args["max_num_seqs"] == 8
+
+
+def test_a_prediction_that_prunes_every_k_but_one_gets_one_spot_check_of_the_runner_up(monkeypatch):
+    # Drafting is cheap at every load: k = 3 is predicted best everywhere, k = 1, 2 pruned (the GPU study's case).
+    cheap = {(0, 1): 0.010, (3, 1): 0.011, (0, 2): 0.010, (3, 2): 0.0115, (0, 4): 0.010, (3, 4): 0.012}
+    monkeypatch.setitem(globals(), "STEP_S", cheap)
+    config = _config()
+    study = adaptive_study("predict_schedule")
+    rows = _rows(study.stage(0, config=config, rows=[]))
+    contenders = study.stage(1, config=config, rows=rows)
+    # The runner-up is k = 2; its predicted margin behind k = 3 is smallest where drafting costs most (c=4).
+    assert _arms(contenders) == {("mtp", 2, 4)} and len(contenders.plan.trials) == 3
+    assert "spot check of k = 2 at c=4" in contenders.why

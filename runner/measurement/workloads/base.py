@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Optional, Protocol
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Optional, Protocol
 
 from runner.measurement.latency import Timeline
 from runner.schema import RequestRecord
@@ -37,8 +37,10 @@ class Engine(Protocol):
 
     async def stream(self, *, prompt_token_ids: list[int], max_tokens: int, session: int = 0, turn: int = 0,
                      phase: str = "measured", ignore_eos: bool = True, seed: int = 0,
-                     sampling: Optional[Sampling] = None, scheduled_at: Optional[float] = None) -> RequestResult:
-        """`scheduled_at` (perf_counter): the request's timeline starts there and its lag is recorded."""
+                     sampling: Optional[Sampling] = None, scheduled_at: Optional[float] = None,
+                     on_first_token: Optional[Callable[[float], None]] = None) -> RequestResult:
+        """`scheduled_at` (perf_counter): the request's timeline starts there and its lag is recorded;
+        `on_first_token(at)` is called when its first token arrives (an open-loop probe's stop rule)."""
         ...
 
     async def reset_prefix_cache(self) -> None: ...
@@ -189,6 +191,9 @@ class TrialContext:
     # "async": requests streamed through AsyncLLM; "offline": one LLM.generate batch.
     api: str = "async"
     window: MeasureWindow = field(default_factory=WholeRun)
+    # An open-loop probe's monitor (runner.measurement.workloads.open_loop.ProbeMonitor): judges it against the
+    # TTFT target and may stop its sends; None: not judged.
+    probe: Any = None
 
     @property
     def seed(self) -> int:

@@ -37,6 +37,7 @@ class Decode(Workload):
     description = "cold prompts of input_len tokens, output_len tokens each, N sessions at once"
     deciding = DECODE_SPEED
     apis = ("async", "offline")
+    probe_stops = True  # its open-loop driver takes the trial's probe (stop_when_decided)
 
     async def run(self, ctx: TrialContext) -> list[RequestResult]:
         p: DecodeParams = ctx.params  # type: ignore[assignment]
@@ -79,6 +80,6 @@ class Decode(Workload):
 
         await ctx.window.begin()
         results = await on_schedule(engine=ctx.engine, offsets=offsets, max_concurrency=p.max_concurrency,
-                                    arrival=arrival)
+                                    arrival=arrival, probe=ctx.probe)
         await ctx.window.end()
         return results
