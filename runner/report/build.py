@@ -14,7 +14,7 @@ from runner.report.blocking import blocking_caveats
 from runner.report.arms import describe_point, fixed_params, point_axes, point_coords
 from runner.report.cache_deficit import cache_deficit, deficit_lines, deficit_section
 from runner.report.cost import cost_table
-from runner.report.failed_run import failed_engines, failed_run_markdown, failed_run_text, headline, nothing_measured
+from runner.report.failed_run import nothing_measured, write_failed_run
 from runner.report.html import to_html
 from runner.report.load import Results, load_results
 from runner.report.matrix import matrix_section
@@ -25,9 +25,7 @@ from runner.report.acceptance_profile import acceptance_profile_section
 from runner.report.schedule_report import (acceptance_predictions, derived_schedules, predicted_vs_measured,
                                            schedule_outcomes, schedule_recommendations)
 from runner.report.race_report import race_stops
-from runner.report.rate_answer import answer_row as rate_answer_row
-from runner.report.rate_answer import rate_verdicts, recommendation_block
-from runner.report.rates import OPEN_LOOP, highest_rates, rate_points
+from runner.report.rate_answer import rate_search
 from runner.report.repeats import repeats_section
 from runner.report.shared_device import shared_device_section
 from runner.report.recommend import recommendation
@@ -75,11 +73,10 @@ class Analysis:
     al_predictions: pd.DataFrame = field(default_factory=pd.DataFrame)
     speed_predictions: pd.DataFrame = field(default_factory=pd.DataFrame)  # schedule_report.predicted_vs_measured
     blocking: list[str] = field(default_factory=list)  # runner.report.blocking: said above the Answer
-    # Open-loop trials against offered rate (runner.report.rates) and a rate search's verdicts (rate_answer).
-    rate_points: pd.DataFrame = field(default_factory=pd.DataFrame)
+    rate_points: pd.DataFrame = field(default_factory=pd.DataFrame)  # runner.report.rate_answer.RateSearch's
     highest_rates: pd.DataFrame = field(default_factory=pd.DataFrame)
     rate_verdicts: list = field(default_factory=list)
-    rate_lines: list[str] = field(default_factory=list)  # the rate search's Answer in sentences
+    rate_lines: list[str] = field(default_factory=list)
     cache_deficit: pd.DataFrame = field(default_factory=pd.DataFrame)  # runner.report.cache_deficit
     deficit_lines: list[str] = field(default_factory=list)
 
@@ -131,20 +128,12 @@ def analyse(results: Results, *, bandwidth: float | None = None, settings: Repor
     recommended["draft_schedule"] = schedule_recommendations(
         schedules, lambda w, p: _params_text(trials, w, p)) if schedules else {}
     deficit = cache_deficit(trials, requests)
-    at_rates = rate_points(trials, requests, s.slo)
-    best = highest_rates(at_rates, s.slo, seed=s.seed) if len(at_rates) and s.slo else pd.DataFrame()
-    by_rate = rate_verdicts(best, at_rates) if len(best) else []
-    answered = _rate_search_workloads(trials, by_rate)
-    line_text = {w: (lambda line, w=w: _params_text(trials, w, line)) for w in answered}
-    slo_text = s.slo.text() if s.slo else ""
-    rate_rows = {w: rate_answer_row([v for v in by_rate if v.workload == w], slo_text=slo_text,
-                                    line_text=line_text[w]) for w in answered}
-    for w in answered:
-        recommended["workloads"].setdefault(w, {})["highest_rate_within_slo"] = recommendation_block(
-            [v for v in by_rate if v.workload == w], slo_text=slo_text, line_text=line_text[w])
+    by_rate = rate_search(trials, requests, s.slo, seed=s.seed, params_text=lambda w, p: _params_text(trials, w, p))
+    for w, block in by_rate.recommendation.items():
+        recommended["workloads"].setdefault(w, {})["highest_rate_within_slo"] = block
     answer = answer_table(outcomes=outcomes, points=points, engines=engines, trials=trials, crossovers=crossings,
                           recommendation=recommended, config=config, degenerate=degenerate, divergence=divergence,
-                          failures=failures, rate_rows=rate_rows, **rule)
+                          failures=failures, rate_rows=by_rate.rows, **rule)
     return Analysis(
         results=results, settings=s, frames=frames, engines=engines, trials=trials, requests=requests, points=points,
         outcomes=outcomes,
@@ -159,27 +148,14 @@ def analyse(results: Results, *, bandwidth: float | None = None, settings: Repor
         cost=cost_table(trials, gpu_hour_usd=s.gpu_hour_usd) if s.gpu_hour_usd else pd.DataFrame(),
         race=race, recommendation=recommended, answer=answer,
         # A rate search's draft count is its verdict against rate, not a choice per offered rate.
-        draft_lines=draft_count_lines(summary[~summary.workload.isin(answered)] if len(summary) else summary,
+        draft_lines=draft_count_lines(summary[~summary.workload.isin(by_rate.answered)] if len(summary) else summary,
                                       choices, trials),
         schedules=schedules, schedule_outcomes=schedule_outcomes(points, choices, **rule),
         al_predictions=acceptance_predictions(frames.ran), speed_predictions=predicted_vs_measured(frames.ran),
-        rate_points=at_rates, highest_rates=best, rate_verdicts=by_rate,
+        rate_points=by_rate.points, highest_rates=by_rate.best, rate_verdicts=by_rate.verdicts, rate_lines=by_rate.lines,
         cache_deficit=deficit, deficit_lines=deficit_lines(deficit),
-        rate_lines=[v.sentence(slo_text, line_text[v.workload](v.line)) for v in by_rate if v.workload in answered],
         blocking=blocking_caveats(config=config, engines=engines, trials=trials, outcomes=outcomes,
                                   degenerate=degenerate, divergence=divergence, min_repeats=s.min_repeats))
-
-
-def _rate_search_workloads(trials: pd.DataFrame, verdicts: list) -> list[str]:
-    """The workloads whose every ok trial arrived open loop and that have a verdict against rate: their Answer is
-    the highest rate within the SLO, not a choice per offered rate (arms measured at other rates)."""
-    with_verdict = {v.workload for v in verdicts}
-    ok = trials[trials.status == "ok"]
-    out = []
-    for workload, mine in ok.groupby("workload", sort=False):
-        if workload in with_verdict and "arrival" in mine and mine.arrival.isin(OPEN_LOOP).all():
-            out.append(workload)
-    return out
 
 
 def _params_text(trials: pd.DataFrame, workload: str, params_json: str) -> str:
@@ -406,25 +382,6 @@ def _write_atomic(path: Path, text: str) -> None:
     tmp.replace(path)
 
 
-def _write_failed_run(results: Results, out_dir: Path, *, echo: bool) -> Report:
-    """Every engine failed: a report that says which and why, nothing analysed (runner.report.failed_run)."""
-    import yaml
-
-    markdown = failed_run_markdown(results)
-    path = out_dir / "report.md"
-    _write_atomic(path, markdown)
-    _write_atomic(out_dir / HTML_FILE, to_html(markdown, out_dir, title=markdown.splitlines()[0].lstrip("# ")))
-    failed = failed_engines(results)
-    recommendation_path = out_dir / "recommendation.yaml"
-    _write_atomic(recommendation_path, yaml.safe_dump({"workloads": {}, "no_answer": headline(failed)},
-                                                      sort_keys=False, allow_unicode=True, width=120))
-    _write_atomic(out_dir / ANSWER_FILE, json.dumps({"question": "", "blocking": [headline(failed)], "answer": [],
-                                                     "failed_engines": failed.to_dict("records")}, indent=1))
-    if echo:
-        print(f"\nreport: {path}\n\n" + failed_run_text(results))
-    return Report(path=path, recommendation_path=recommendation_path)
-
-
 def write_report(*, run_dirs: list[Path], out_dir: Path | None = None, echo: bool = False,
                  bandwidth: float | None = None, overrides: dict | None = None, question: dict | None = None) -> Report:
     """Reads the folders' persisted files and writes report.md and report.html, recommendation.yaml and PNGs into
@@ -439,7 +396,8 @@ def write_report(*, run_dirs: list[Path], out_dir: Path | None = None, echo: boo
     out_dir.mkdir(parents=True, exist_ok=True)
     results = load_results(run_dirs)
     if nothing_measured(results):
-        return _write_failed_run(results, out_dir, echo=echo)
+        path, recommendation_path = write_failed_run(results, out_dir, write=_write_atomic, echo=echo)
+        return Report(path=path, recommendation_path=recommendation_path)
     if question is not None and results.configs:
         results.configs[0].setdefault("sweep", {})["question"] = question
     settings = with_overrides(settings_of(results), **(overrides or {}))

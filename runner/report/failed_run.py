@@ -7,6 +7,7 @@ exits cleanly, as the sweep itself did.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pandas as pd
 
@@ -56,3 +57,25 @@ def failed_run_text(results: Results) -> str:
     """The terminal's closing block for such a run."""
     table = failed_engines(results)
     return "answer:\n! " + headline(table) + "\n" + md_table(table[["arm", "engine", "kind", "reason"]])
+
+
+def write_failed_run(results: Results, out_dir: Path, *, write, echo: bool) -> tuple[Path, Path]:
+    """report.md, report.html, recommendation.yaml and answer.json of such a run (`write(path, text)`: atomic);
+    (report.md, recommendation.yaml)."""
+    import yaml
+
+    from runner.report.html import to_html
+
+    markdown = failed_run_markdown(results)
+    path = out_dir / "report.md"
+    write(path, markdown)
+    write(out_dir / "report.html", to_html(markdown, out_dir, title=markdown.splitlines()[0].lstrip("# ")))
+    failed = failed_engines(results)
+    recommendation_path = out_dir / "recommendation.yaml"
+    write(recommendation_path, yaml.safe_dump({"workloads": {}, "no_answer": headline(failed)}, sort_keys=False,
+                                              allow_unicode=True, width=120))
+    write(out_dir / "answer.json", json.dumps({"question": "", "blocking": [headline(failed)], "answer": [],
+                                               "failed_engines": failed.to_dict("records")}, indent=1))
+    if echo:
+        print(f"\nreport: {path}\n\n" + failed_run_text(results))
+    return path, recommendation_path

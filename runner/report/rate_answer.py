@@ -12,8 +12,8 @@ measured independently.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Optional
+from dataclasses import dataclass, field
+from typing import Callable, Optional
 
 import pandas as pd
 
@@ -167,3 +167,41 @@ def recommendation_block(verdicts: list[RateVerdict], *, slo_text: str, line_tex
                        "repeats": a.repeats} for a in v.arms],
              "ratio": number(v.ratio), "ratio_interval": [number(v.ratio_lo), number(v.ratio_hi)]}
             for v in verdicts]
+
+
+@dataclass(kw_only=True)
+class RateSearch:
+    """Everything the report says against offered rate, computed once."""
+
+    points: pd.DataFrame  # runner.report.rates.rate_points
+    best: pd.DataFrame  # runner.report.rates.highest_rates (empty without an SLO)
+    verdicts: list[RateVerdict] = field(default_factory=list)
+    answered: list[str] = field(default_factory=list)  # workloads whose Answer is their highest rate
+    rows: dict[str, dict] = field(default_factory=dict)  # workload → its Answer cells
+    lines: list[str] = field(default_factory=list)  # the Answer in sentences
+    recommendation: dict[str, list[dict]] = field(default_factory=dict)  # workload → highest_rate_within_slo
+
+
+def rate_search(trials: pd.DataFrame, requests: pd.DataFrame, slo, *, seed: int,
+                params_text: Callable[[str, str], str]) -> RateSearch:
+    """The open-loop trials against offered rate and, with an SLO, each workload's verdict on its highest rate.
+    A workload whose every ok trial arrived open loop is answered by it, not by a choice per offered rate (its
+    arms were measured at other rates)."""
+    from runner.report.rates import OPEN_LOOP, highest_rates, rate_points
+
+    points = rate_points(trials, requests, slo)
+    best = highest_rates(points, slo, seed=seed) if len(points) and slo else pd.DataFrame()
+    verdicts = rate_verdicts(best, points) if len(best) else []
+    ok = trials[trials.status == "ok"] if len(trials) else trials
+    with_verdict = {v.workload for v in verdicts}
+    answered = [w for w, mine in ok.groupby("workload", sort=False)
+                if w in with_verdict and "arrival" in mine and mine.arrival.isin(OPEN_LOOP).all()] if len(ok) else []
+    slo_text = slo.text() if slo else ""
+    out = RateSearch(points=points, best=best, verdicts=verdicts, answered=answered)
+    for w in answered:
+        mine = [v for v in verdicts if v.workload == w]
+        line_text = (lambda line, w=w: params_text(w, line))
+        out.rows[w] = answer_row(mine, slo_text=slo_text, line_text=line_text)
+        out.recommendation[w] = recommendation_block(mine, slo_text=slo_text, line_text=line_text)
+        out.lines += [v.sentence(slo_text, line_text(v.line)) for v in mine]
+    return out

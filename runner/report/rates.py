@@ -81,7 +81,10 @@ def highest_rates(points: pd.DataFrame, slo: Slo, *, seed: int = 0) -> pd.DataFr
         elif miss < 0:
             text = f"≥ {xs[-1]:.3g} req/s (every measured rate meets it)"
         else:
-            text = f"≈ {estimate:.3g} req/s [{lo:.3g}–{hi:.3g}] (between {xs[miss - 1]:.3g} and {xs[miss]:.3g})"
+            # The interval shown is never narrower than the measured rates around the crossing (as in the Answer).
+            shown = (min(lo, xs[miss - 1]), max(hi, xs[miss], xs[miss - 1]))
+            text = (f"≈ {estimate:.3g} req/s [{shown[0]:.3g}–{shown[1]:.3g}] "
+                    f"(between {xs[miss - 1]:.3g} and {xs[miss]:.3g})")
         rows.append({"workload": workload, "line": line, "arm": arm, "arm_order": group.arm_order.iloc[0],
                      "highest rate": estimate, "ci_lo": float(lo), "ci_hi": float(hi), "within the SLO": text,
                      "bracket": bracket_text(xs, miss, (lo, hi)),
@@ -130,8 +133,9 @@ def rate_section(a) -> str:
             "arm": best.arm, f"highest rate within the SLO ({a.settings.slo.text()})": best["within the SLO"],
             "bracket": best.bracket, "repeats": best.repeats, "measured": best["measured rates (req/s)"],
             "client behind at": best["client behind at"]})))
-        blocks.append("Interpolated between the two measured rates around the crossing; [95 % interval]: a seeded "
-                      "bootstrap of the crossing over each rate's repeats. A narrower bracket needs rates between "
+        blocks.append("Interpolated between the two measured rates around the crossing; [interval]: a seeded 95 % "
+                      "bootstrap of the crossing over each rate's repeats, widened to those two measured rates where "
+                      "it is narrower (the crossing lies between them whatever the repeats say). A narrower bracket needs rates between "
                       "(sweep.adaptive=rate_search measures them until the bracket is within "
                       "sweep.rate_search.precision, or within the repeats' noise: the interval is as wide as the "
                       "bracket).")
