@@ -82,7 +82,8 @@ def config_problem(folder: Path) -> Optional[str]:
     """A run folder's config.yaml that cannot be read (not YAML, truncated, not a mapping)."""
     from runner.config.resume import unreadable_config
 
-    return unreadable_config(folder, fix="repair it, or move it aside to report with the default settings")
+    return unreadable_config(folder, fix="repair it, or move it aside to report with the default settings",
+                             required=())
 
 
 def out_folder_problem(target: Path, *, flag: Optional[str]) -> Optional[str]:

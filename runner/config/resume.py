@@ -178,8 +178,9 @@ class RunFolderConfigUnreadable(ConfigError):
 SAVED_SECTIONS = ("model", "engine", "sweep", "execution", "run")
 
 
-def unreadable_reason(path) -> Optional[str]:
-    """Why a saved config.yaml cannot be read as one (None where it can)."""
+def unreadable_reason(path, *, required: tuple[str, ...] = SAVED_SECTIONS) -> Optional[str]:
+    """Why a saved config.yaml cannot be read as one (None where it can); `required`: the sections it must hold
+    (a resume needs them all; the report takes defaults for what a hand-written file leaves out)."""
     from pathlib import Path
 
     import yaml
@@ -203,7 +204,7 @@ def unreadable_reason(path) -> Optional[str]:
         return f"not valid YAML: {first}"
     if not isinstance(loaded, dict):
         return f"it holds a {type(loaded).__name__}, not the config's keys"
-    missing = [key for key in SAVED_SECTIONS if key not in loaded]
+    missing = [key for key in required if key not in loaded]
     if missing:
         return f"it lacks {', '.join(missing)} (cut short, or edited)"
     return None
@@ -234,12 +235,13 @@ def unreadable_message(path, *, reason: str, fix: Optional[str] = None) -> str:
     return f"the run folder's saved config {path} cannot be read: {reason} (fix: {fix})"
 
 
-def unreadable_config(run_dir, *, fix: Optional[str] = None) -> Optional[str]:
+def unreadable_config(run_dir, *, fix: Optional[str] = None,
+                      required: tuple[str, ...] = SAVED_SECTIONS) -> Optional[str]:
     """The refusal for a run folder whose config.yaml exists and cannot be read (None: readable, or none)."""
     from pathlib import Path
 
     path = Path(run_dir) / "config.yaml"
     if not path.exists():
         return None
-    reason = unreadable_reason(path)
+    reason = unreadable_reason(path, required=required)
     return unreadable_message(path, reason=reason, fix=fix) if reason else None
