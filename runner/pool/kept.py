@@ -40,7 +40,7 @@ class KeptEngines:
             self._holder = self.engine_pool.cluster.holder()
         return self._holder
 
-    def claim(self, wanted: dict[str, PoolIdentity]) -> list[str]:
+    def found_in_pool(self, wanted: dict[str, PoolIdentity]) -> list[str]:
         """The pool's engines among `wanted` (engine_id → identity), claimed for this command; their ids."""
         found = self.engine_pool.claim(wanted, holder=self.holder)
         for engine_id, claimed in found.items():

@@ -74,7 +74,7 @@ class ActorPool:
         """The pool's engines among `engines`, claimed for this command (woken instead of loaded); their ids."""
         if not self.keep or not engines:
             return []
-        return self.kept.claim({e.engine_id: self.identity(e) for e in engines})
+        return self.kept.found_in_pool({e.engine_id: self.identity(e) for e in engines})
 
     def has_parked(self, engine_id: str) -> bool:
         if not self.keep:

@@ -26,7 +26,7 @@ def test_claimed_engines_wait_for_the_lane_of_their_bundle_and_go_back_unused():
     pool = Pool({"e0": Claimed(actor="a0", bundle="g:0", host_gib=2.0), "e1": Claimed(actor="a1", bundle=None,
                                                                                      host_gib=1.0)})
     kept = KeptEngines(pool="p", ttl_s=60.0, engine_pool=pool)
-    assert kept.claim({"e0": None, "e1": None, "e2": None}) == ["e0", "e1"]
+    assert kept.found_in_pool({"e0": None, "e1": None, "e2": None}) == ["e0", "e1"]
     assert pool.claims == [(["e0", "e1", "e2"], "01000000")] and kept.claimed_host_gib == 3.0
     assert kept.take("e0", bundle="g:1") is None and "e0" in kept.parked  # another lane's GPU: it stays
     taken = kept.take("e0", bundle="g:0")
