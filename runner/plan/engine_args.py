@@ -90,7 +90,7 @@ def _installed_key() -> Optional[tuple[str, str]]:
 def installed_takes(name: str) -> Optional[bool]:
     """Whether the installed vLLM's engine arguments (AsyncEngineArgs' fields, declared in its arg_utils.py) include
     `name`, read without importing vLLM; None where vLLM is not installed. The contract test holds it against the
-    imported fields (tests/unit/test_vllm_contract.py)."""
+    imported fields (tests/unit/vllm/test_vllm_contract.py)."""
     import importlib.util
 
     try:

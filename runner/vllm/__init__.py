@@ -2,7 +2,7 @@
 
 Nothing else under runner/ imports vLLM. Each module is one piece; `versions.PIECES` lists them with the vLLM
 names each relies on, and each has a `check()` that reads the installed vLLM without changing it
-(tests/unit/test_vllm_contract.py). A patch logs one line when it applies and one when it does not, with the
+(tests/unit/vllm/test_vllm_contract.py). A patch logs one line when it applies and one when it does not, with the
 reason (`notice`); nothing falls back silently.
 
 | piece          | kind  | checked on     | what it does                                                              |

@@ -2,13 +2,13 @@
 
 A piece either reads vLLM (an import of its internals) or changes it (a patch: a replaced method or function of
 vLLM or torch). Every piece has a `check()` that looks up its names in the installed vLLM without changing
-anything, and says whether the piece is active here and, if not, why (tests/unit/test_vllm_contract.py runs them
+anything, and says whether the piece is active here and, if not, why (tests/unit/vllm/test_vllm_contract.py runs them
 all). A patch also says so in the log when it applies and when it does not (`runner.vllm.notice`).
 
 `checked_on`: the vLLM versions a piece ran on. 0.26.0 is the CUDA build of the GPU studies (docs/benchmarks.md,
 docs/results/: their engine logs carry the patches' lines, and the H100 folder holds every `check()`'s verdict
 there, vllm-contract-0.26.0.txt); 0.32.0 is the CPU build of this checkout, where the contract test
-(tests/unit/test_vllm_contract.py) runs every `check()`.
+(tests/unit/vllm/test_vllm_contract.py) runs every `check()`.
 """
 from __future__ import annotations
 

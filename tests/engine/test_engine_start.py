@@ -54,7 +54,7 @@ def test_a_start_called_while_prepare_still_imports_forks_the_engine_core():
     `prepare` (imports, fork server) has finished; the two calls interleave in the actor and must still give
     a forked engine core (on the H200 a start during prepare fell back to a cold spawn). The engine core runs with
     the sleep's pinning installed, which must leave the load as it was (on CPU vLLM's worker is a process of its
-    own, so its wrappers are not reached: tests/unit/test_sleep_pinning.py)."""
+    own, so its wrappers are not reached: tests/unit/vllm/test_sleep_pinning.py)."""
     import ray
 
     from runner.config.sections import ModelSection, run_config

@@ -1,5 +1,5 @@
 """Malformed settings, each with what its refusal must say and the fix it must name. The unit tests check each
-message through the functions the CLI calls (tests/unit/test_validate*.py); tests/cli/test_validate_refusals_cli.py runs every one
+message through the functions the CLI calls (tests/unit/config/test_validate*.py); tests/cli/test_validate_refusals_cli.py runs every one
 through `python -m runner` and checks that no traceback reaches the terminal."""
 from __future__ import annotations
 

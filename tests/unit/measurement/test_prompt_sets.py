@@ -14,7 +14,7 @@ from runner.measurement.workloads.base import TrialContext
 
 from tests.support.fake_engine import SlowEngine
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "load"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "load"
 QUESTIONS, SHAREGPT, PLAIN = (str(FIXTURES / n) for n in ("questions_3cat.jsonl", "sharegpt_small.json",
                                                             "prompts_categories.jsonl"))
 
@@ -122,7 +122,7 @@ def test_long_histories_keep_their_last_tokens():
     assert max(r.prompt_tokens for r in results) == 40
 
 
-PUBLIC = Path(__file__).resolve().parents[1] / "fixtures" / "public"
+PUBLIC = Path(__file__).resolve().parents[2] / "fixtures" / "public"
 
 
 def test_public_mt_bench_questions_sample_stratified_by_category_not_the_first_n():

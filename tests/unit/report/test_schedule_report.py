@@ -57,7 +57,7 @@ def test_predict_then_validate_shows_every_k_predicted_measured_and_why_skipped(
     from runner.config.store import load_config
     from runner.plan.stages import adaptive_study
     from runner.report.schedule_report import predicted_vs_measured, spot_check_lines
-    from tests.unit import test_schedule_study as study_rows
+    from tests.unit.plan import test_schedule_study as study_rows
 
     cheap = {(0, 1): 0.010, (3, 1): 0.011, (0, 2): 0.010, (3, 2): 0.0115, (0, 4): 0.010, (3, 4): 0.012,
              (2, 4): 0.0118}  # k = 2 measured a little slower than its interpolated step (0.01133)

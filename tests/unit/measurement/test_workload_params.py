@@ -11,7 +11,7 @@ from runner.config.sections import run_config
 from runner.plan.grid import PlanError, build_plan
 from runner.plan.validate import check_workloads
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 STUDIES = ["mtp_vs_prefix_cache", "mtp_bringup", "draft_count"]
 
 

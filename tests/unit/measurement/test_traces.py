@@ -15,7 +15,7 @@ from runner.measurement.workloads.base import TrialContext
 
 from tests.support.fake_engine import SlowEngine
 
-FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "load" / "mooncake_200.jsonl"
+FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "load" / "mooncake_200.jsonl"
 
 
 def line(ts, inp=10, out=2, ids=(1,)):
@@ -96,7 +96,7 @@ def test_a_trace_replays_on_its_clock_with_its_lengths(tmp_path):
     assert warm.time_scale == 0.0 and len(warm.requests()) == 3
 
 
-PUBLIC = Path(__file__).resolve().parents[1] / "fixtures" / "public"
+PUBLIC = Path(__file__).resolve().parents[2] / "fixtures" / "public"
 
 
 def test_azure_llm_inference_csv_reads_natively():
