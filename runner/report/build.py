@@ -11,7 +11,6 @@ import pandas as pd
 from runner.report import categories, flags, plots, rates, sections, study_plots, verdict
 from runner.report.answer import answer_table, draft_count_lines
 from runner.report.blocking import blocking_caveats
-from runner.report.arms import describe_point, fixed_params, point_axes, point_coords
 from runner.report.cache_deficit import cache_deficit, deficit_lines, deficit_section
 from runner.report.cost import cost_table
 from runner.report.failed_run import nothing_measured, write_failed_run
@@ -27,9 +26,12 @@ from runner.report.schedule_report import (acceptance_predictions, derived_sched
 from runner.report.race_report import race_stops
 from runner.report.rate_answer import rate_search
 from runner.report.repeats import repeats_section
+from runner.report.run_sections import (bandwidth_section, capacity_section, detail_section, divergence_section,
+                                         draft_section, engines_section, failures_section, metrics_section,
+                                         params_text, point_text, sources_section)
 from runner.report.shared_device import shared_device_section
 from runner.report.recommend import recommendation
-from runner.report.render import md_table, percent, section
+from runner.report.render import md_table, section
 from runner.config.report import ReportSettings, parse_settings
 from runner.slo import config_slo
 from runner.report.latency_target import arm_point_figures, max_concurrency, slo_choices
@@ -81,11 +83,11 @@ class Analysis:
     deficit_lines: list[str] = field(default_factory=list)
 
     def point_text(self, frame: pd.DataFrame) -> list[str]:
-        return _point_text(frame, self.trials)
+        return point_text(frame, self.trials)
 
     def params_text(self, workload: str, params_json: str) -> str:
         """A workload's varying params (not concurrency) at one params value."""
-        return _params_text(self.trials, workload, params_json)
+        return params_text(self.trials, workload, params_json)
 
 
 @dataclass(kw_only=True)
@@ -120,15 +122,15 @@ def analyse(results: Results, *, bandwidth: float | None = None, settings: Repor
     crossings = verdict.crossovers(outcomes, trials)
     config = results.configs[0] if results.configs else {}
     recommended = recommendation(
-        outcomes=outcomes, engines=engines, trials=trials, draft_summary=summary, point_text=_point_text(outcomes, trials),
+        outcomes=outcomes, engines=engines, trials=trials, draft_summary=summary, point_text=point_text(outcomes, trials),
         metric_heading={w: deciding_metric(w).heading for w in outcomes.workload.unique()},
         config=config, degenerate=degenerate, divergence=divergence,
         failures=failures, stops=race, tie_band=s.tie_band, min_repeats=s.min_repeats, sources=results.sources)
     schedules = derived_schedules(choices, trials, engines, config)
     recommended["draft_schedule"] = schedule_recommendations(
-        schedules, lambda w, p: _params_text(trials, w, p)) if schedules else {}
+        schedules, lambda w, p: params_text(trials, w, p)) if schedules else {}
     deficit = cache_deficit(trials, requests)
-    by_rate = rate_search(trials, requests, s.slo, seed=s.seed, params_text=lambda w, p: _params_text(trials, w, p))
+    by_rate = rate_search(trials, requests, s.slo, seed=s.seed, params_text=lambda w, p: params_text(trials, w, p))
     for w, block in by_rate.recommendation.items():
         recommended["workloads"].setdefault(w, {})["highest_rate_within_slo"] = block
     answer = answer_table(outcomes=outcomes, points=points, engines=engines, trials=trials, crossovers=crossings,
@@ -158,166 +160,19 @@ def analyse(results: Results, *, bandwidth: float | None = None, settings: Repor
                                   degenerate=degenerate, divergence=divergence, min_repeats=s.min_repeats))
 
 
-def _params_text(trials: pd.DataFrame, workload: str, params_json: str) -> str:
-    axes = [x for x in point_axes(trials[trials.workload == workload]) if x != "concurrency"]
-    return describe_point(point_coords({"workload_params_json": params_json, "concurrency": 0}), axes)
-
-
-def _point_text(frame: pd.DataFrame, trials: pd.DataFrame) -> list[str]:
-    axes_of = {w: point_axes(trials[trials.workload == w]) for w in frame.workload.unique()}
-    return [describe_point(point_coords(r), axes_of[r["workload"]]) for r in frame.to_dict("records")]
-
-
-def _sources_section(a: Analysis) -> str:
-    rows = []
-    for source in a.results.sources:
-        t = a.frames.ran[a.frames.ran.source == source]  # as persisted: spec off once, not per profile
-        e = a.engines[a.engines.source == source]
-        rows.append({"folder": source, "sweep": ", ".join(map(str, t.sweep.unique())) or "–",
-                     "run": ", ".join(map(str, t.run_id.unique())) or "–",
-                     "trials ok/failed": f"{int((t.status == 'ok').sum())}/{int((t.status != 'ok').sum())}",
-                     "engines ok/failed": f"{int((e.status == 'ok').sum())}/{int((e.status != 'ok').sum())}",
-                     "device": ", ".join(map(str, e.device_name.dropna().unique())) or "–",
-                     "vLLM": ", ".join(map(str, e.vllm_version.dropna().unique())) or "–"})
-    return section("Sources", md_table(pd.DataFrame(rows)))
-
-
-def _metrics_section(a: Analysis) -> str:
-    used = list(dict.fromkeys(a.trials.workload)) if len(a.trials) else []
-    rows = [{"workload": w, "decided by": deciding_metric(w).heading
-             + (f"; requests: {deciding_metric(w).requests.description}" if deciding_metric(w).requests else "")
-             } for w in used]
-    s = a.settings
-    return section("What decides each workload", md_table(pd.DataFrame(rows)),
-                   "Each workload declares its figure in the workload registry. Values are medians over repeats "
-                   "(one sample per trial, i.e. per repeat; fixed_task: per measured run). \"By how much\" is the "
-                   "ratio of medians, leader over runner-up (> 1: the leader is better); its 95% interval is a "
-                   f"seeded percentile bootstrap (seed {s.seed}) of the ratio of medians, each arm's repeats "
-                   "resampled independently, widened where they are wider to Welch's t interval on log values "
-                   "and to the distribution-free interval of the pairwise ratios (with few repeats a bootstrap "
-                   "alone is too narrow; with 3 against 3 the pairwise range covers only 90 %). A winner is named "
-                   f"only when that interval lies wholly above 1 + {s.tie_band:g} (the tie band) and every arm has ≥ {s.min_repeats} repeats; otherwise "
-                   "\"tie within noise\" or \"not enough repeats\", with the numbers. At a point where any arm "
-                   "is at the KV capacity wall the outcome is \"neither: KV capacity limit\".")
-
-
-def _detail_section(a: Analysis) -> str:
-    blocks = []
-    for workload in dict.fromkeys(a.points.workload):
-        metric = deciding_metric(workload)
-        mine = a.points[a.points.workload == workload].copy()
-        mine["point"] = _point_text(mine, a.trials)
-        mine["cell"] = [(f"{metric.display(m)} [{metric.display(lo)}–{metric.display(hi)}] (n={n})" if n > 1 else
-                         f"{metric.display(m)} (n={n})") if n else
-                        (f"skipped ({k})" if k and not f else f"failed ({f})")
-                        for m, lo, hi, n, f, k in zip(mine["median"], mine.ci_lo, mine.ci_hi, mine.n, mine.n_failed,
-                                                      mine.n_skipped)]
-        order = mine.sort_values("arm_order").arm.unique()
-        table = mine.pivot_table(index="point", columns="arm", values="cell", aggfunc="first", sort=False)
-        table = table[[c for c in order if c in table.columns]].reset_index()
-        outcome = a.outcomes[a.outcomes.workload == workload].copy()
-        outcome["point"] = _point_text(outcome, a.trials)
-        table = table.merge(outcome[["point", "outcome"]], on="point", how="left")
-        fixed = fixed_params(a.trials[a.trials.workload == workload])
-        fixed_text = ", ".join(f"{k}={v}" for k, v in fixed.items())
-        blocks.append(f"### {workload}\n\n{metric.heading}; fixed: {fixed_text or '–'}\n\n{md_table(table)}")
-    return section("Per workload", *blocks) if blocks else ""
-
-
-def _engines_section(a: Analysis) -> str:
-    e = a.engines.sort_values("arm_order")
-    if not len(e):
-        return ""
-    table = pd.DataFrame({
-        "arm": e.arm, "status": e.status, "KV tokens": e.kv_capacity_tokens, "KV blocks": e.num_kv_blocks,
-        "block": e.block_size, "max conc. at max len": e.max_concurrency_at_max_len,
-        "weights GiB": e.weights_gib, "KV GiB": e.kv_budget_gib, "load s": e.load_s, "memory source": e.memory_source})
-    return section("Engines: memory and KV capacity", md_table(table))
-
-
-def _capacity_section(a: Analysis) -> str:
-    c = a.capacity
-    if not len(c):
-        return section("Capacity-wall flags", f"None: no trial's live KV demand (sessions × context) reached "
-                                              f"{flags.CAPACITY_WALL_SHARE:.0%} of its engine's KV pool, and no "
-                                              f"preemptions.")
-    table = pd.DataFrame({"workload": c.workload, "point": _point_text(c, a.trials), "repeat": c.repeat,
-                          "arm": c.arm, "live KV demand": c.demand_tokens, "KV pool": c.pool_tokens,
-                          "demand/pool": [percent(v) for v in c.demand_share], "preemptions": c.num_preemptions,
-                          "KV peak": [percent(v) for v in c.kv_usage_peak], "why": c.why})
-    return section("Capacity-wall flags", "These points measure the KV pool, not the configuration: the verdict "
-                   "calls them \"neither: KV capacity limit\".", md_table(table))
-
-
-def _divergence_section(a: Analysis) -> str:
-    d = a.divergence
-    if not len(d):
-        return section("Output divergence", "None: at every point, arms generated the same tokens as the reference "
-                                            "arm (trial output hashes equal).")
-    table = pd.DataFrame({"workload": d.workload, "point": _point_text(d, a.trials), "repeat": d.repeat,
-                          "arm": d.arm, "reference": d.reference,
-                          "requests differing": [f"{x}/{y}" for x, y in zip(d.requests_differing, d.requests_compared)]})
-    return section("Output divergence", "These arms generated different tokens from the reference at the same "
-                   "point (greedy decoding): their speed is not a like-for-like comparison.", md_table(table))
-
-
-def _failures_section(a: Analysis) -> str:
-    if not len(a.failures):
-        return section("Failed configurations", "None.")
-    return section("Failed configurations", "A configuration that did not start is a result: its reason is below.",
-                   md_table(a.failures))
-
-
-def _bandwidth_section(a: Analysis) -> str:
-    b = a.bandwidth
-    if not len(b):
-        return ""
-    known = b[b.bound_tok_s.notna()]
-    if not len(known):
-        devices = ", ".join(map(str, b.device.dropna().unique())) or "unknown"
-        return section("Decode against the memory-bandwidth bound",
-                       f"Device bandwidth not known for: {devices} (known: "
-                       f"{', '.join(p for p, _ in flags.KNOWN_BANDWIDTH)}; fix: --bandwidth-tbs=<TB/s>).")
-    table = pd.DataFrame({"workload": known.workload, "point": _point_text(known, a.trials), "arm": known.arm,
-                          "device": known.device, "TB/s": known.bandwidth_tb_s, "weights GiB": known.weights_gib,
-                          "tok/s/session": known.tok_s, "bound tok/s": known.bound_tok_s,
-                          "share": [percent(v) for v in known.share]})
-    return section("Decode against the memory-bandwidth bound",
-                   "Bound = bandwidth / weight bytes (every decode step reads all weights once). Speculative "
-                   "decoding emits several tokens per read, so its share can pass 100%.", md_table(table))
-
-
-def _draft_section(a: Analysis) -> str:
-    if not len(a.draft_summary):
-        return section("Best draft count", "No speculative arms in these results.")
-    detail = a.draft_choices.copy()
-    detail["point"] = _point_text(detail, a.trials)
-    detail["tied"] = ["/".join(map(str, t)) for t in detail.tied]
-    detail["best_k"] = [("–" if pd.isna(k) else int(k)) if k is not None else "–" for k in detail.best_k]
-    detail_table = detail[["workload", "method", "point", "best_k", "tied", "scores"]].rename(
-        columns={"best_k": "best k", "tied": "tied with the best",
-                 "scores": "median [95% interval] per k"})
-    return section("Best draft count",
-                   "Per point, the k with the best median leads; every k whose ratio interval against it reaches "
-                   f"into the ±{a.settings.tie_band:.0%} tie band ties with it, and the smallest tied k is chosen; "
-                   f"k=0 is spec off. Fewer than {a.settings.min_repeats} repeats: no choice, said as such. "
-                   f"Single k: {verdict.SINGLE_K_RULE}.",
-                   md_table(a.draft_summary), md_table(detail_table))
-
-
 def render_markdown(a: Analysis, *, plot_files: list[Path]) -> str:
     title = "# Sweep report: " + ", ".join(a.results.sources)
     names = [p.name for p in plot_files]
-    parts = [title, shared_device_section(a.trials), sections.answer_section(a), matrix_section(a), _sources_section(a), section("Verdict", md_table(a.verdict)),
-             _metrics_section(a),
+    parts = [title, shared_device_section(a.trials), sections.answer_section(a), matrix_section(a), sources_section(a), section("Verdict", md_table(a.verdict)),
+             metrics_section(a),
              sections.recommendation_section(a), sections.slo_section(a),
              sections.pareto_section(a, [n for n in names if n.endswith("_pareto.png")]), sections.cost_section(a),
              sections.race_section(a), repeats_section(a.trials), sections.degenerate_section(a),
              section("Crossovers", md_table(a.crossovers) if len(a.crossovers) else
                      "None: the outcome does not change along any axis."),
-             _draft_section(a), deficit_section(a), sections.schedule_section(a), acceptance_profile_section(a.trials),
-             _capacity_section(a), _divergence_section(a), _failures_section(a),
-             _bandwidth_section(a), _detail_section(a), _engines_section(a), sections.first_trial_section(a),
+             draft_section(a), deficit_section(a), sections.schedule_section(a), acceptance_profile_section(a.trials),
+             capacity_section(a), divergence_section(a), failures_section(a),
+             bandwidth_section(a), detail_section(a), engines_section(a), sections.first_trial_section(a),
              sections.agreement_section(a), sections.device_time_section(a)]
     parts += [rates.rate_section(a), categories.category_section(a)]
     if plot_files:
