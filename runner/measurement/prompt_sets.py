@@ -38,6 +38,7 @@ class Conversation:
     where: str  # "line 3" / "entry 3": where it is in its file
     turns: tuple[Turn, ...]
     category: Optional[str] = None
+    system: Optional[str] = None  # the conversation's system prompt, where the file has one
 
 
 HUMAN = {"human", "user"}
