@@ -103,3 +103,34 @@ def test_the_driver_alone_wrote_files_and_left_the_cluster_running(cluster_sweep
     host, port = ray_head.split(":")
     with socket.socket() as s:  # the driver disconnected; the head it joined is still up
         assert s.connect_ex((host, int(port))) == 0
+
+
+@pytest.fixture(scope="module")
+def driver_only_prompts(ray_head, tmp_path_factory):
+    """A prompt-set sweep whose file exists only in the driver's view: `~` is the driver's own home (another
+    folder than the head's), so the actors' `~/prompts/questions.jsonl` is no file at all."""
+    from runner.cache import cache_root
+
+    out = tmp_path_factory.mktemp("cluster_prompts")
+    home = tmp_path_factory.mktemp("driver_home")
+    (home / "prompts").mkdir()
+    fixture = Path(__file__).resolve().parents[1] / "fixtures" / "load" / "questions_3cat.jsonl"
+    (home / "prompts" / "questions.jsonl").write_text(fixture.read_text())
+    assert not Path(os.path.expanduser("~/prompts/questions.jsonl")).exists()  # the head's (and actors') view
+    proc = run_cli("run=p", "sweep.name=cluster_prompts", f"cluster.address={ray_head}", "model.weights=dummy",
+                   "model.load_format=dummy", "tracking=none", "report=false", "sweep.grid.spec_method=[off]",
+                   "sweep.grid.max_model_len=[512]", "sweep.grid.concurrency=[2]", "workload=[prompt_set]",
+                   "workload.prompt_set.prompt_file='~/prompts/questions.jsonl'",
+                   "workload.prompt_set.prompt_format=mt_bench", "workload.prompt_set.output_len=8",
+                   "workload.prompt_set.num_sessions=4", output_root=out,
+                   env={"HOME": str(home), "RUNNER_CACHE_DIR": str(cache_root())})
+    return out / "cluster_prompts" / "p", proc
+
+
+def test_a_prompt_file_on_the_driver_alone_travels_with_the_trials(driver_only_prompts):
+    run_dir, _ = driver_only_prompts
+    trials = read_frame(run_dir, "trials")
+    requests = read_frame(run_dir, "requests")
+    assert (trials.status == "ok").all() and len(trials) >= 1, trials.failure_reason.tolist()
+    assert len(requests[requests.phase == "measured"]) == 4 * 2 * len(trials)  # 4 conversations × 2 turns
+    assert set(requests.prompt_rendering) == {"chat_template"} and set(trials.prompt_rendering) == {"chat_template"}
