@@ -48,3 +48,15 @@ def test_a_mix_naming_a_missing_category_a_negative_timestamp_and_offline_arriva
     assert "fix: workload.prompt_set.mix=" in err
     assert "negative.jsonl line 1: timestamp=-5 is negative" in err
     assert "fix: workload.decode.api=async" in err
+
+
+def test_a_prompt_longer_than_the_model_takes_is_refused_with_its_count_line_and_fix(tmp_path):
+    long = tmp_path / "long.jsonl"
+    long.write_text(json.dumps({"category": "short", "turns": ["Hi."]}) + "\n"
+                    + json.dumps({"category": "long", "turns": ["word " * 400]}) + "\n")
+    err = refuse(tmp_path, "workload=[prompt_set]", "~workload.decode",
+                 f"workload.prompt_set.prompt_file={long}", "workload.prompt_set.prompt_format=mt_bench",
+                 "workload.prompt_set.output_len=32", "sweep.grid.max_model_len=[256]")
+    assert "1 conversation(s) send a prompt (chat_template, history included) over 224 tokens" in err, err[-2000:]
+    assert "long.jsonl line 2 turn 1: " in err and "over_length=clip" in err
+    assert "fix: sweep.grid.max_model_len=[1024]" in err  # the next power of two that holds it

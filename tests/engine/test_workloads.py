@@ -64,6 +64,17 @@ def test_multi_turn_hits_the_cache_from_turn_two_only_with_caching(sweep):
     assert list(first.prompt_tokens) == [300, 408, 516]
 
 
+def test_multi_turn_sessions_are_chats_in_the_models_template(sweep):
+    trials, requests = sweep
+    multi = requests[requests.workload == "multi_turn"]
+    assert set(multi.prompt_rendering) == {"chat_template"}
+    assert set(requests[requests.workload == "decode"].prompt_rendering) == {"raw"}
+    assert set(trials[trials.workload == "multi_turn"].prompt_rendering) == {"chat_template"}
+    # ChatML around the 300 tokens: <|im_start|> "user" "\n" … <|im_end|> "\n" <|im_start|> "assistant" "\n".
+    first = multi[multi.turn == 0].prompt_tokens
+    assert (first > 300).all() and (first < 300 + 16).all()
+
+
 def test_second_request_repeat_has_cached_tokens(sweep):
     _, requests = sweep
     on = of(requests, "second_request", True)
