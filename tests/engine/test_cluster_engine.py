@@ -105,6 +105,12 @@ def test_the_driver_alone_wrote_files_and_left_the_cluster_running(cluster_sweep
         assert s.connect_ex((host, int(port))) == 0
 
 
+def _auth_token() -> dict:
+    """The cluster's token where it has one (Ray reads it from the home the driver no longer shares)."""
+    token = Path(os.path.expanduser("~/.ray/auth_token"))
+    return {"RAY_AUTH_TOKEN_PATH": str(token)} if token.exists() else {}
+
+
 @pytest.fixture(scope="module")
 def driver_only_prompts(ray_head, tmp_path_factory):
     """A prompt-set sweep whose file exists only in the driver's view: `~` is the driver's own home (another
@@ -123,7 +129,7 @@ def driver_only_prompts(ray_head, tmp_path_factory):
                    "workload.prompt_set.prompt_file='~/prompts/questions.jsonl'",
                    "workload.prompt_set.prompt_format=mt_bench", "workload.prompt_set.output_len=8",
                    "workload.prompt_set.num_sessions=4", output_root=out,
-                   env={"HOME": str(home), "RUNNER_CACHE_DIR": str(cache_root())})
+                   env={"HOME": str(home), "RUNNER_CACHE_DIR": str(cache_root()), **_auth_token()})
     return out / "cluster_prompts" / "p", proc
 
 

@@ -84,19 +84,21 @@ class PromptSetParams(OpenLoopParams):
         if self.over_length == OverLength.CLIP:
             return []
         renderer = ChatRenderer(tokenizer, self.chat_template)
-        over = []
+        over: list[tuple[str, int]] = []  # (where, tokens): each conversation's first prompt over the limit
         for c, r in zip(self.conversations(), self.rendered(renderer)):
             for turn, length in enumerate(r.prompt_lengths(output_len=self.output_len)):
                 if length > limit:
-                    over.append(f"{c.where} turn {turn + 1}: {length} tokens")
+                    over.append((f"{c.where} turn {turn + 1}", length))
                     break
         if not over:
             return []
-        shown = "; ".join(over[:3]) + (f"; and {len(over) - 3} more" if len(over) > 3 else "")
+        shown = "; ".join(f"{where}: {n} tokens" for where, n in over[:3])
+        shown += f"; and {len(over) - 3} more" if len(over) > 3 else ""
         where = ("max_prompt_tokens" if self.max_prompt_tokens else
                  f"max_model_len {max_model_len} − output_len {self.output_len}")
+        fits = 1 << (max(n for _, n in over) + self.output_len - 1).bit_length()  # a power of two that holds it
         return [f"{len(over)} conversation(s) send a prompt ({renderer.rendering.value}, history included) over "
-                f"{limit} tokens ({where}): {shown} (fix: sweep.grid.max_model_len=[{_fits(over, self)}], fewer "
+                f"{limit} tokens ({where}): {shown} (fix: sweep.grid.max_model_len=[{fits}], fewer "
                 f"max_turns, or over_length=clip to keep each prompt's last {limit} tokens, counted)"]
 
     def prompt_limit(self, max_model_len: int) -> int:
@@ -127,12 +129,6 @@ class PromptSetParams(OpenLoopParams):
 
     def mix_weights(self) -> Optional[dict[str, float]]:
         return None if not self.mix else {str(k): float(v) for k, v in self.mix.items()}
-
-
-def _fits(over: list[str], p: PromptSetParams) -> int:
-    """A max_model_len that holds the longest offending prompt and its output, rounded up to a power of two."""
-    need = max(int(o.rsplit(": ", 1)[1].split()[0]) for o in over) + p.output_len
-    return 1 << (need - 1).bit_length()
 
 
 def check_mix(mix, present: list[str]) -> list[str]:
