@@ -176,7 +176,8 @@ def _execute(*, stages: Iterator[Stage], base_plan: Plan, config: RunConfig, sin
             if session is None:
                 session = Session.open(config=config, run_dir=run_dir, plan=base_plan, previous=previous,
                                         steps=steps)
-            session.run(stage.plan, config=config, sink=sink, run_dir=run_dir, skip=skip, todo=len(todo),
+            shipped = load_checks.ship_prompts(stage.plan, tokenizer=lambda: driver_tokenizer(config.model))
+            session.run(shipped, config=config, sink=sink, run_dir=run_dir, skip=skip, todo=len(todo),
                         before_engines=before_engines)
         if session is None:
             print(f"nothing to do: all {len(planned)} trials of this sweep are already in {run_dir} "
