@@ -56,9 +56,8 @@ def check_prompt_lengths(*, workloads: dict, max_lens: list, tokenizer: Callable
                                      f"({type(exc).__name__}: {str(exc)[:160]}); prompt files are counted with it "
                                      f"before start (fix: model.tokenizer=<a local folder with the model's "
                                      f"tokenizer>)"]
-            for n in max_lens:
-                errors += [f"workload {name!r}: {e}" for e in
-                           params.prompt_problems(tokenizer=loaded[0], max_model_len=n)]
+            errors += [f"workload {name!r}: {e}" for e in
+                       params.prompt_problems(tokenizer=loaded[0], max_model_lens=list(max_lens))]
     return list(dict.fromkeys(errors))
 
 

@@ -136,7 +136,8 @@ def driver_only_prompts(ray_head, tmp_path_factory):
 def test_a_prompt_file_on_the_driver_alone_travels_with_the_trials(driver_only_prompts):
     run_dir, _ = driver_only_prompts
     trials = read_frame(run_dir, "trials")
-    requests = read_frame(run_dir, "requests")
-    assert (trials.status == "ok").all() and len(trials) >= 1, trials.failure_reason.tolist()
-    assert len(requests[requests.phase == "measured"]) == 4 * 2 * len(trials)  # 4 conversations × 2 turns
+    assert (trials.status == "ok").all(), trials.failure_reason.tolist()
+    trials = trials[trials.workload == "prompt_set"]
+    requests = read_frame(run_dir, "requests").merge(trials[["trial_id"]], on="trial_id")
+    assert len(trials) == 1 and len(requests[requests.phase == "measured"]) == 4 * 2  # 4 conversations × 2 turns
     assert set(requests.prompt_rendering) == {"chat_template"} and set(trials.prompt_rendering) == {"chat_template"}

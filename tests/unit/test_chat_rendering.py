@@ -114,7 +114,7 @@ def test_multi_turn_counts_the_template_tokens(tokenizer):
     assert workload_class("multi_turn").parse_params({"context_len": 100, "turns": 2, "turn_tokens": 10,
                                                       "output_len": 4, "chat_template": "raw"}).with_prompts(
         tokenizer).max_sequence_tokens() == mt.max_sequence_tokens()
-    [error] = mt.prompt_problems(tokenizer=tokenizer, max_model_len=mt.max_sequence_tokens())
+    [error] = mt.prompt_problems(tokenizer=tokenizer, max_model_lens=[mt.max_sequence_tokens(), 10 ** 6])
     assert "chat_template=raw" in error
 
 

@@ -90,8 +90,8 @@ class WorkloadParams:
         tokenizer (runner.measurement.chat). Default: as they are."""
         return self
 
-    def prompt_problems(self, *, tokenizer, max_model_len: int) -> list[str]:
-        """Prompts that do not fit `max_model_len` (after templating), each with its place and the fix."""
+    def prompt_problems(self, *, tokenizer, max_model_lens: list[int]) -> list[str]:
+        """Prompts that do not fit each max_model_len (after templating), each with its place and the fix."""
         return []
 
     def validate(self) -> list[str]:

@@ -45,13 +45,11 @@ class MultiTurnParams(OpenLoopParams):
         session = ChatRenderer(tokenizer, self.chat_template).session([(0,)] * self.turns)
         return dataclasses.replace(self, _template_tokens=sum(map(len, session.segments)) - self.turns)
 
-    def prompt_problems(self, *, tokenizer, max_model_len: int) -> list[str]:
+    def prompt_problems(self, *, tokenizer, max_model_lens: list[int]) -> list[str]:
         need = self.with_prompts(tokenizer).max_sequence_tokens()
-        if need <= max_model_len:
-            return []
         return [f"a session's last turn needs {need} tokens with the chat template's, over max_model_len "
-                f"{max_model_len} (fix: a smaller context_len or turn_tokens, chat_template=raw, or a larger "
-                f"sweep.grid.max_model_len)"]
+                f"{n} (fix: a smaller context_len or turn_tokens, chat_template=raw, or a larger "
+                f"sweep.grid.max_model_len)" for n in max_model_lens if need > n]
 
     def validate(self) -> list[str]:
         return super().validate() + check_chat_template(self.chat_template)

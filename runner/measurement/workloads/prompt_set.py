@@ -78,17 +78,23 @@ class PromptSetParams(OpenLoopParams):
                    for r in shipped.rendered(ChatRenderer(tokenizer, self.chat_template))]
         return dataclasses.replace(shipped, _longest_prompt=max(lengths))
 
-    def prompt_problems(self, *, tokenizer, max_model_len: int) -> list[str]:
+    def prompt_problems(self, *, tokenizer, max_model_lens: list[int]) -> list[str]:
         """Prompts over the limit when over_length=refuse: each with its length, file and line, and the fix."""
-        limit = self.prompt_limit(max_model_len)
         if self.over_length == OverLength.CLIP:
             return []
         renderer = ChatRenderer(tokenizer, self.chat_template)
+        lengths = [(c.where, r.prompt_lengths(output_len=self.output_len))
+                   for c, r in zip(self.conversations(), self.rendered(renderer))]  # rendered once for every limit
+        return [problem for n in max_model_lens
+                for problem in self._over(lengths, max_model_len=n, rendering=renderer.rendering.value)]
+
+    def _over(self, lengths: list[tuple[str, list[int]]], *, max_model_len: int, rendering: str) -> list[str]:
+        limit = self.prompt_limit(max_model_len)
         over: list[tuple[str, int]] = []  # (where, tokens): each conversation's first prompt over the limit
-        for c, r in zip(self.conversations(), self.rendered(renderer)):
-            for turn, length in enumerate(r.prompt_lengths(output_len=self.output_len)):
+        for where, turns in lengths:
+            for turn, length in enumerate(turns):
                 if length > limit:
-                    over.append((f"{c.where} turn {turn + 1}", length))
+                    over.append((f"{where} turn {turn + 1}", length))
                     break
         if not over:
             return []
@@ -97,7 +103,7 @@ class PromptSetParams(OpenLoopParams):
         where = ("max_prompt_tokens" if self.max_prompt_tokens else
                  f"max_model_len {max_model_len} − output_len {self.output_len}")
         fits = 1 << (max(n for _, n in over) + self.output_len - 1).bit_length()  # a power of two that holds it
-        return [f"{len(over)} conversation(s) send a prompt ({renderer.rendering.value}, history included) over "
+        return [f"{len(over)} conversation(s) send a prompt ({rendering}, history included) over "
                 f"{limit} tokens ({where}): {shown} (fix: sweep.grid.max_model_len=[{fits}], fewer "
                 f"max_turns, or over_length=clip to keep each prompt's last {limit} tokens, counted)"]
 
