@@ -250,6 +250,10 @@ class TrialRecord(EngineSettings):
     probe_ttft_hi_s: Optional[float] = None
     probe_planned_requests: Optional[int] = None
     probe_stop: Optional[str] = None
+    # The measured requests' prompt_rendering values (joined with "+" where they differ), and how many of them
+    # were clipped to fit (over_length=clip; the report names them in its caveats).
+    prompt_rendering: Optional[str] = None
+    clipped_requests: Optional[int] = None
 
 
 @dataclass(kw_only=True)
@@ -292,6 +296,11 @@ class RequestRecord:
     slot_wait_s: Optional[float] = None
     # The prompt set's category of the request (prompt_set workload), e.g. MT-Bench's "coding".
     category: Optional[str] = None
+    # What the prompt was rendered with (runner.measurement.chat.Rendering): chat_template (the tokenizer's, as a
+    # chat request is) or raw (tokens as they are: synthetic prompts, chat_template=raw, a tokenizer without one).
+    prompt_rendering: str = "raw"
+    # Tokens cut from the front of the prompt to fit its limit (over_length=clip); 0: sent whole.
+    prompt_clipped_tokens: int = 0
     output_hash: Optional[str] = None
     output_token_ids: list[int] = field(default_factory=list)
     error: Optional[str] = None

@@ -17,6 +17,8 @@ from runner.config.sections import RunConfig, SweepSection
 from runner.config.store import typed
 from runner.plan.deferred_check import DeferredEngineArgCheck
 from runner.plan.engine_args import begin_spec, spec_uncached
+from runner.models.source import driver_tokenizer
+from runner.plan import load_checks
 from runner.plan.grid import Plan, build_plan
 from runner.plan.question import question_problems
 from runner.plan.stages import Stage, adaptive_study, run_stages
@@ -30,7 +32,7 @@ def make_plan(config: RunConfig, *, check_engine_args: bool = True, warn=None) -
     """The validated plan of the typed config; capacity warnings (trials the engine cannot hold at once) go to
     `warn` (default: stderr) before anything starts."""
     validate(config, known_engine_args=engine_arg_spec() if check_engine_args else None)
-    plan = build_plan(config)
+    plan = load_checks.ship_prompts(build_plan(config), tokenizer=lambda: driver_tokenizer(config.model))
     unasked = question_problems(config.sweep.question, [dataclasses.asdict(e.settings) for e in plan.engines])
     for line in capacity_warnings(plan, model=config.model, engine=config.engine) + race_warnings(config.sweep) \
             + unasked:
@@ -174,7 +176,8 @@ def _execute(*, stages: Iterator[Stage], base_plan: Plan, config: RunConfig, sin
             if session is None:
                 session = Session.open(config=config, run_dir=run_dir, plan=base_plan, previous=previous,
                                         steps=steps)
-            session.run(stage, config=config, sink=sink, skip=skip, todo=len(todo),
+            shipped = load_checks.ship_prompts(stage.plan, tokenizer=lambda: driver_tokenizer(config.model))
+            session.run(dataclasses.replace(stage, plan=shipped), config=config, sink=sink, skip=skip, todo=len(todo),
                         before_engines=before_engines)
         if session is None:
             print(f"nothing to do: all {len(planned)} trials of this sweep are already in {run_dir} "

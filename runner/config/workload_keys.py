@@ -9,11 +9,12 @@ from typing import Any
 import yaml
 
 # The open-loop keys of decode and multi_turn at their closed-loop values (the workloads' own defaults).
-# prompt_set declared them from its start (its ids include them), so it is not listed.
+# prompt_set declared them from its start (its ids include them); its rendering keys came later.
 _CLOSED_LOOP = {"arrival": "closed", "request_rate": None, "burstiness": 1.0, "max_concurrency": None}
 DECLARED_OUTSIDE_IDS: dict[str, dict[str, Any]] = {
     "decode": {**_CLOSED_LOOP, "num_requests": 32},
-    "multi_turn": {**_CLOSED_LOOP, "num_sessions": 8},
+    "multi_turn": {**_CLOSED_LOOP, "num_sessions": 8, "chat_template": "auto"},
+    "prompt_set": {"chat_template": "auto", "over_length": "refuse"},
     "trace": {"trace_format": "mooncake", "start_s": 0.0, "end_s": None, "skip_requests": 0, "sample_fraction": None,
               "sample_requests": None, "over_max_model_len": "refuse"},
 }

@@ -153,13 +153,22 @@ class EngineHost:
         """vLLM's answer: False while requests still hold blocks; None where this vLLM does not say."""
         return await self._llm.reset_prefix_cache()
 
+    def _hf_tokenizer(self):
+        if self._tokenizer is None:
+            from runner.measurement.chat import load_tokenizer
+
+            self._tokenizer = load_tokenizer(self.model.tokenizer or self.model.path)
+        return self._tokenizer
+
     def encode_text(self, text: str) -> list[int]:
         """Text → token ids with the model's tokenizer (for text prompt sources), no special tokens."""
-        if self._tokenizer is None:
-            from transformers import AutoTokenizer
+        return list(self._hf_tokenizer().encode(text, add_special_tokens=False))
 
-            self._tokenizer = AutoTokenizer.from_pretrained(self.model.tokenizer or self.model.path)
-        return list(self._tokenizer.encode(text, add_special_tokens=False))
+    def chat_renderer(self, mode: str):
+        """The model's tokenizer rendering conversations under a workload's `chat_template` setting."""
+        from runner.measurement.chat import ChatRenderer
+
+        return ChatRenderer(self._hf_tokenizer(), mode)
 
     async def generate_batch(self, **_) -> list[RequestResult]:
         raise NotImplementedError("batches run on the offline host (workload param api: offline)")

@@ -57,6 +57,8 @@ def trial_row(*, keys: RunKeys, trial, settings: EngineSettings, results: Sequen
         concurrency=trial.concurrency, repeat=trial.repeat, status=TrialStatus.OK, attempts=attempts,
         started_at=started_at, wall_s=wall_s, num_requests=len(measured),
         prompt_tokens_total=sum(r.prompt_tokens for r in measured),
+        prompt_rendering="+".join(sorted({r.prompt_rendering for r in measured})) or None,
+        clipped_requests=sum(1 for r in measured if r.prompt_clipped_tokens),
         cached_tokens_total=sum(cached) if cached else None,
         kv_usage_peak=kv_usage_peak,
         distinct_token_share=distinct_token_share([r.output_token_ids for r in measured]),

@@ -25,6 +25,22 @@ def tiny_weights(model_cfg: ModelSection) -> str:
     return model_cfg.weights or ("dummy" if model_cfg.load_format == "dummy" else "trained")
 
 
+def driver_tokenizer(model_cfg: ModelSection):
+    """The model's tokenizer (with its chat template) on the driver, which measures prompts before any engine
+    starts; the embedded model's needs no trained weights."""
+    from runner.measurement.chat import load_tokenizer
+
+    if model_cfg.builtin == "tiny_mtp":
+        from runner.models.tiny import ensure_tiny_model
+
+        return load_tokenizer(str(ensure_tiny_model(weights="dummy")))
+    if model_cfg.builtin == "mimo_7b":
+        from runner.models.tiny import default_cache_dir
+
+        return load_tokenizer(str(default_cache_dir() / "models" / "mimo-7b-dummy"))
+    return load_tokenizer(model_cfg.tokenizer or model_cfg.path)
+
+
 def resolve_model_source(model_cfg: ModelSection) -> ModelSource:
     builtin = model_cfg.builtin
     load_format = model_cfg.load_format

@@ -64,15 +64,43 @@ def _train_tokenizer(*, spec: TinyModelSpec, out_dir: Path) -> dict[str, int]:
     tokenizer.train(files, trainer)
     tokenizer.save(str(out_dir / "tokenizer.json"))
     special_ids = {t: tokenizer.token_to_id(t) for t in SPECIAL_TOKENS}
-    (out_dir / "tokenizer_config.json").write_text(json.dumps({
+    _write_tokenizer_config(spec=spec, out_dir=out_dir)
+    return special_ids
+
+
+# ChatML, as Qwen2 models ship it (without a default system prompt): what a chat request to the embedded model
+# is rendered with (runner.measurement.chat).
+CHAT_TEMPLATE = (
+    "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>'"
+    " + '\\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}")
+
+
+def tokenizer_config(spec: TinyModelSpec) -> dict:
+    return {
         "tokenizer_class": "PreTrainedTokenizerFast",
         "model_max_length": spec.max_position_embeddings,
         "bos_token": None,
         "eos_token": "<|endoftext|>",
         "pad_token": "<|endoftext|>",
+        "additional_special_tokens": ["<|im_start|>", "<|im_end|>"],
         "clean_up_tokenization_spaces": False,
-    }, indent=2))
-    return special_ids
+        "chat_template": CHAT_TEMPLATE,
+    }
+
+
+def _write_tokenizer_config(*, spec: TinyModelSpec, out_dir: Path) -> None:
+    tmp = out_dir / ".tokenizer_config.json.tmp"
+    tmp.write_text(json.dumps(tokenizer_config(spec), indent=2))
+    os.replace(tmp, out_dir / "tokenizer_config.json")
+
+
+def _tokenizer_config_current(*, spec: TinyModelSpec, out_dir: Path) -> bool:
+    """The folder's tokenizer_config.json is this code's: a change to it (its chat template) rewrites that file
+    in place, keeping the trained tokenizer and weights, whose cache key (the folder's name) it does not touch."""
+    try:
+        return json.loads((out_dir / "tokenizer_config.json").read_text()) == tokenizer_config(spec)
+    except (OSError, ValueError):
+        return False
 
 
 def model_config(*, spec: TinyModelSpec, eos_token_id: int) -> dict:
@@ -159,6 +187,8 @@ def ensure_tiny_model(*, cache_dir: Path | None = None, spec: TinyModelSpec = Ti
     with _file_lock(out_dir.parent / f".{out_dir.name}.lock"):
         if not (out_dir / "config.json").exists():
             build_tiny_model(out_dir=out_dir, spec=spec)
+        elif not _tokenizer_config_current(spec=spec, out_dir=out_dir):
+            _write_tokenizer_config(spec=spec, out_dir=out_dir)
         if weights == "trained" and not _has_trained_weights(out_dir):
             from runner.models.training import train_into
 
@@ -170,7 +200,8 @@ def tiny_model_ready(*, cache_dir: Path | None = None, spec: TinyModelSpec = Tin
                      weights: str = "trained") -> bool:
     """Whether `ensure_tiny_model` would return at once (nothing to build or train)."""
     out_dir = tiny_model_dir(cache_dir=cache_dir, spec=spec)
-    return (out_dir / "config.json").exists() and (weights == "dummy" or _has_trained_weights(out_dir))
+    return ((out_dir / "config.json").exists() and _tokenizer_config_current(spec=spec, out_dir=out_dir)
+            and (weights == "dummy" or _has_trained_weights(out_dir)))
 
 
 def _has_trained_weights(model_dir: Path) -> bool:

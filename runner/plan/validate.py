@@ -14,6 +14,7 @@ from runner.plan import load_checks
 from runner.plan.device_share import check_device_share
 from runner.plan.grid import PlanError
 from runner.plan.model_checks import check_model
+from runner.models.source import driver_tokenizer
 from runner.spec_arm import SPEC_METHODS, SpecArm
 from runner.plan.spec_variants import check_spec_variants
 from runner.plan.vllm_args import GRID_TO_VLLM, OWNED
@@ -322,6 +323,8 @@ def validate(config: RunConfig, *, known_engine_args=None) -> None:
     errors += check_engine_arg_values(engine_args=engine_args, engine_axes=engine_axes)
     errors += check_workload_levels(workloads=workloads)
     errors += load_checks.check_load_shape(workloads=workloads)
+    errors += load_checks.check_prompt_lengths(workloads=workloads, max_lens=[
+        n for n in grid["max_model_len"] if _is_int(n)], tokenizer=lambda: driver_tokenizer(config.model))
     errors += check_device_share(engines_per_gpu=config.cluster.engines_per_gpu, device=config.engine.device,
                                  budgets=engine_budgets(config.sweep), tensor_parallel=config.engine.tensor_parallel_size,
                                  keep_engines=config.execution.keep_engines, adaptive=bool(config.sweep.adaptive))

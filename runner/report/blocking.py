@@ -3,7 +3,8 @@
 Blocking: dummy weights (speeds and acceptance are not the model's), fewer repeats than a choice needs, a KV
 capacity wall, an open-loop client that ran behind its schedule (the point measured the client; not a saturation
 probe, whose sends are all at once by design), outputs that
-repeat a few tokens (acceptance is not that of real text) or differ between arms (not like for like). Each line
+repeat a few tokens (acceptance is not that of real text) or differ between arms (not like for like), prompts
+clipped to fit (over_length: clip). Each line
 says where and the fix.
 """
 from __future__ import annotations
@@ -58,6 +59,13 @@ def blocking_caveats(*, config: dict, engines: pd.DataFrame, trials: pd.DataFram
         if len(behind):
             lines.append(f"**Client behind** in {len(behind)} open-loop trial(s) ({_where(behind)}): the sends ran "
                          "late, so those points measured the client. Fix: a lower rate or a faster client host.")
+    if "clipped_requests" in trials and len(trials):
+        clipped = trials[trials.clipped_requests.fillna(0) > 0]
+        if len(clipped):
+            lines.append(f"**Prompts clipped** in {len(clipped)} trial(s) ({_where(clipped)}): "
+                         f"{int(clipped.clipped_requests.sum())} request(s) sent only the last tokens of their "
+                         "prompt (over_length: clip), so those points did not measure the file's prompts whole. "
+                         "Fix: a larger sweep.grid.max_model_len, or fewer max_turns.")
     if len(degenerate):
         lines.append(f"**Degenerate outputs** ({_arms(degenerate.arm)}): outputs repeat a few tokens, so acceptance "
                      "there is not that of real text.")

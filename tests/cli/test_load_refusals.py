@@ -65,3 +65,15 @@ def test_an_over_long_trace_and_files_in_another_format_are_refused_naming_their
            "ShareGPT: prompt_format=sharegpt) (fix: workload.prompt_set.prompt_format=sharegpt)" in err
     err = refuse(tmp_path, "workload=[trace]", f"workload.trace.trace_file={PUBLIC / 'azure_llm_conv_2023_199.csv'}")
     assert "(it looks like azure: trace_format=azure) (fix: workload.trace.trace_format=azure)" in err
+
+
+def test_a_prompt_longer_than_the_model_takes_is_refused_with_its_count_line_and_fix(tmp_path):
+    long = tmp_path / "long.jsonl"
+    long.write_text(json.dumps({"category": "short", "turns": ["Hi."]}) + "\n"
+                    + json.dumps({"category": "long", "turns": ["word " * 400]}) + "\n")
+    err = refuse(tmp_path, "workload=[prompt_set]", "~workload.decode",
+                 f"workload.prompt_set.prompt_file={long}", "workload.prompt_set.prompt_format=mt_bench",
+                 "workload.prompt_set.output_len=32", "sweep.grid.max_model_len=[256]")
+    assert "1 conversation(s) send a prompt (chat_template, history included) over 224 tokens" in err, err[-2000:]
+    assert "long.jsonl line 2 turn 1: " in err and "over_length=clip" in err
+    assert "fix: sweep.grid.max_model_len=[1024]" in err  # the next power of two that holds it

@@ -103,3 +103,41 @@ def test_the_driver_alone_wrote_files_and_left_the_cluster_running(cluster_sweep
     host, port = ray_head.split(":")
     with socket.socket() as s:  # the driver disconnected; the head it joined is still up
         assert s.connect_ex((host, int(port))) == 0
+
+
+def _auth_token() -> dict:
+    """The cluster's token where it has one (Ray reads it from the home the driver no longer shares)."""
+    token = Path(os.path.expanduser("~/.ray/auth_token"))
+    return {"RAY_AUTH_TOKEN_PATH": str(token)} if token.exists() else {}
+
+
+@pytest.fixture(scope="module")
+def driver_only_prompts(ray_head, tmp_path_factory):
+    """A prompt-set sweep whose file exists only in the driver's view: `~` is the driver's own home (another
+    folder than the head's), so the actors' `~/prompts/questions.jsonl` is no file at all."""
+    from runner.cache import cache_root
+
+    out = tmp_path_factory.mktemp("cluster_prompts")
+    home = tmp_path_factory.mktemp("driver_home")
+    (home / "prompts").mkdir()
+    fixture = Path(__file__).resolve().parents[1] / "fixtures" / "load" / "questions_3cat.jsonl"
+    (home / "prompts" / "questions.jsonl").write_text(fixture.read_text())
+    assert not Path(os.path.expanduser("~/prompts/questions.jsonl")).exists()  # the head's (and actors') view
+    proc = run_cli("run=p", "sweep.name=cluster_prompts", f"cluster.address={ray_head}", "model.weights=dummy",
+                   "model.load_format=dummy", "tracking=none", "report=false", "sweep.grid.spec_method=[off]",
+                   "sweep.grid.max_model_len=[512]", "sweep.grid.concurrency=[2]", "workload=[prompt_set]",
+                   "workload.prompt_set.prompt_file='~/prompts/questions.jsonl'",
+                   "workload.prompt_set.prompt_format=mt_bench", "workload.prompt_set.output_len=8",
+                   "workload.prompt_set.num_sessions=4", output_root=out,
+                   env={"HOME": str(home), "RUNNER_CACHE_DIR": str(cache_root()), **_auth_token()})
+    return out / "cluster_prompts" / "p", proc
+
+
+def test_a_prompt_file_on_the_driver_alone_travels_with_the_trials(driver_only_prompts):
+    run_dir, _ = driver_only_prompts
+    trials = read_frame(run_dir, "trials")
+    assert (trials.status == "ok").all(), trials.failure_reason.tolist()
+    trials = trials[trials.workload == "prompt_set"]
+    requests = read_frame(run_dir, "requests").merge(trials[["trial_id"]], on="trial_id")
+    assert len(trials) == 1 and len(requests[requests.phase == "measured"]) == 4 * 2  # 4 conversations × 2 turns
+    assert set(requests.prompt_rendering) == {"chat_template"} and set(trials.prompt_rendering) == {"chat_template"}

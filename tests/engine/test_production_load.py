@@ -117,6 +117,8 @@ def test_prompt_set_requests_keep_their_category_and_carry_per_position_acceptan
     assert rows.groupby("category").size().to_dict() == {"code": 8, "counting": 8, "prose": 8}
     assert (rows.spec_num_steps > 0).all()
     assert all(len(p) == 1 and 0 <= p[0] <= s for p, s in zip(rows.spec_accepted_per_position, rows.spec_num_steps))
+    # Rendered as chat requests with the embedded model's template, nothing clipped.
+    assert set(rows.prompt_rendering) == {"chat_template"} and (rows.prompt_clipped_tokens == 0).all()
 
 
 def test_report_gives_acceptance_per_category_and_under_the_mix(sweep):

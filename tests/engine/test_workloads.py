@@ -59,9 +59,22 @@ def test_multi_turn_hits_the_cache_from_turn_two_only_with_caching(sweep):
     assert (on[on.turn == 0].cached_tokens == 0).all()
     assert (on[on.turn >= 1].cached_tokens >= 2 * BLOCK).all()
     assert (off.cached_tokens == 0).all()
-    # The history grows by the answer and the new turn's tokens.
+    # The history grows by the answer and the new turn's tokens, in the embedded model's ChatML: turn 0 wraps its
+    # 300 tokens in "<|im_start|>user\n" … "<|im_end|>\n<|im_start|>assistant\n" (11 tokens), each later turn
+    # adds "<|im_end|>\n<|im_start|>user\n" … (13 with the new header).
     first = on[(on.session == 0)].sort_values("turn")
-    assert list(first.prompt_tokens) == [300, 408, 516]
+    assert list(first.prompt_tokens) == [311, 311 + 8 + 113, 311 + 2 * (8 + 113)]
+
+
+def test_multi_turn_sessions_are_chats_in_the_models_template(sweep):
+    trials, requests = sweep
+    multi = requests[requests.workload == "multi_turn"]
+    assert set(multi.prompt_rendering) == {"chat_template"}
+    assert set(requests[requests.workload == "decode"].prompt_rendering) == {"raw"}
+    assert set(trials[trials.workload == "multi_turn"].prompt_rendering) == {"chat_template"}
+    # ChatML around the 300 tokens: <|im_start|> "user" "\n" … <|im_end|> "\n" <|im_start|> "assistant" "\n".
+    first = multi[multi.turn == 0].prompt_tokens
+    assert (first > 300).all() and (first < 300 + 16).all()
 
 
 def test_second_request_repeat_has_cached_tokens(sweep):

@@ -40,3 +40,22 @@ class SlowEngine:
 
     def encode_text(self, text):
         return [ord(c) % 1000 for c in text]
+
+    def chat_renderer(self, mode):
+        return char_renderer(mode)
+
+
+def char_renderer(mode):
+    """A renderer over a tokenizer without a chat template (every setting renders raw)."""
+    from runner.measurement.chat import ChatRenderer
+
+    return ChatRenderer(_CharTokenizer(), mode)
+
+
+class _CharTokenizer:
+    """A tokenizer without a chat template: one token per character."""
+
+    chat_template = None
+
+    def encode(self, text, add_special_tokens=False):
+        return [ord(c) % 1000 for c in text]

@@ -9,6 +9,7 @@ from runner.measurement.latency import Timeline
 from runner.schema import RequestRecord
 
 if TYPE_CHECKING:
+    from runner.measurement.chat import ChatRenderer
     from runner.measurement.sampling import Sampling
 from runner.measurement.deciding import (  # noqa: F401  (re-exported: each workload names its metric)
     DECODE_SPEED, DECODE_SPEED_PER_RUN, FIRST_REQUEST_TTFT_P50, REPEAT_TTFT_P50, TTFT_P50, TURN2_TTFT_P50,
@@ -46,6 +47,10 @@ class Engine(Protocol):
     async def reset_prefix_cache(self) -> None: ...
 
     def encode_text(self, text: str) -> list[int]: ...
+
+    def chat_renderer(self, mode: str) -> "ChatRenderer":
+        """The model's tokenizer under a `chat_template` setting (runner.measurement.chat)."""
+        ...
 
     async def generate_batch(self, *, prompts: list[list[int]], max_tokens: int, sessions: list[int],
                              phase: str = "measured", ignore_eos: bool = True, seed: int = 0,
@@ -96,6 +101,15 @@ class WorkloadParams:
         prompt tokens, what a run's length goes by on a GPU, where a decode step costs as much as hundreds of
         prefill tokens."""
         return int(getattr(self, "output_len", 0) or 0)
+
+    def with_prompts(self, tokenizer) -> "WorkloadParams":
+        """The params as the driver ships them to the actors: data files read, prompts measured with the model's
+        tokenizer (runner.measurement.chat). Default: as they are."""
+        return self
+
+    def prompt_problems(self, *, tokenizer, max_model_lens: list[int]) -> list[str]:
+        """Prompts that do not fit each max_model_len (after templating), each with its place and the fix."""
+        return []
 
     def validate(self) -> list[str]:
         """Messages for values no run can use (sizes below one, …)."""
@@ -212,7 +226,7 @@ class Workload:
 
     @classmethod
     def parse_params(cls, raw: dict[str, Any]) -> WorkloadParams:
-        names = {f.name for f in dataclasses.fields(cls.params_type)}
+        names = {f.name for f in dataclasses.fields(cls.params_type) if not f.name.startswith("_")}  # _: driver's
         unknown = sorted(set(raw) - names)
         if unknown:
             raise ValueError(

@@ -6,50 +6,123 @@ acceptance and decode speed per category, and re-weighted to a production `mix`.
 Closed loop: `concurrency` sessions at a time, each taking the next conversation when its last one is done.
 Open loop (`arrival: poisson | gamma`): conversations start on the clock at `request_rate` (sessions per
 second), their turns closed-loop inside. Output is `output_len` tokens a turn (EOS ignored), so that every
-category decodes the same length.
+category decodes the same length. Prompts are rendered as chat requests (runner.measurement.chat; `chat_template:
+raw` for plain text); a prompt over its limit is refused before start unless `over_length: clip` says otherwise.
+The file is read on the driver and its conversations travel with the trial (no node but the driver needs it).
 """
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import enum
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from runner.measurement.prompt_sets import (PromptFormat, PromptSetError, UNCATEGORISED, categories,
+from runner.measurement.chat import ChatRenderer, ChatTemplate, RenderedSession, check_chat_template
+from runner.measurement.prompt_sets import (Conversation, PromptFormat, PromptSetError, UNCATEGORISED, categories,
                                             read_prompt_file, stratified_sample)
 from runner.measurement.workloads.base import DECODE_SPEED, RequestResult, TrialContext, Workload
 from runner.measurement.workloads.open_loop import WARMUP_ARRIVALS, OpenLoopParams, on_schedule
+
+
+class OverLength(enum.StrEnum):
+    """What a prompt over its limit gets: refused before start, or clipped to its last tokens (counted)."""
+
+    REFUSE = "refuse"
+    CLIP = "clip"
 
 
 @dataclass(kw_only=True)
 class PromptSetParams(OpenLoopParams):
     prompt_format: str = "jsonl"  # sharegpt | openai | mt_bench | spec_bench | jsonl
     output_len: int = 64
-    # A longer prompt (history included) keeps its last max_prompt_tokens tokens (null: max_model_len − output_len).
+    # auto: each conversation rendered with the tokenizer's chat template (system prompt, user turns, the model's
+    # answers as assistant messages), as a chat request is; raw: turns and answers concatenated as plain tokens.
+    chat_template: str = ChatTemplate.AUTO
+    # The longest prompt (history included, after the template) a request may send (null: max_model_len −
+    # output_len). One over it is refused before start (over_length: refuse), or keeps its last
+    # max_prompt_tokens tokens (over_length: clip), counted per request and trial and named in the report.
     max_prompt_tokens: Optional[int] = None
+    over_length: str = OverLength.REFUSE
     # N conversations drawn with `seed`, each category keeping its share of the file (null: the whole file).
     num_sessions: Optional[int] = None
     max_turns: Optional[int] = None  # at most this many turns of each conversation (null: all)
     # A production mix, category → weight: the report re-weights the per-category figures to it.
     mix: Optional[dict[str, Any]] = None
+    # Set on the driver (with_prompts): the file's conversations, shipped to the actors with the trial so that
+    # no node needs the file; and the longest prompt they render to.
+    _conversations: Optional[tuple[Conversation, ...]] = field(default=None, repr=False, compare=False)
+    _longest_prompt: Optional[int] = field(default=None, repr=False, compare=False)
+    _skipped_messages: Optional[int] = field(default=None, repr=False, compare=False)
     arrivals_field = "num_sessions"
 
-    def conversations(self):
+    def conversations(self) -> list[Conversation]:
+        if self._conversations is not None:  # shipped from the driver: already the sample (a warm-up takes its head)
+            return list(self._conversations[:self.num_sessions])
         whole = read_prompt_file(self.prompt_file, self.prompt_format).conversations
         return stratified_sample(whole, self.num_sessions, seed=self.seed)
 
     def source_columns(self, *, max_model_len: int) -> dict:
+        if self._skipped_messages is not None:
+            return {"source_skipped": self._skipped_messages}
         return {"source_skipped": read_prompt_file(self.prompt_file, self.prompt_format).skipped_messages}
 
     def arrivals(self) -> int:
         return len(self.conversations())
 
+    def rendered(self, renderer: ChatRenderer) -> list[RenderedSession]:
+        return [renderer.session(c.turns[:self.max_turns], system=c.system) for c in self.conversations()]
+
     def max_sequence_tokens(self) -> int:
+        if self._longest_prompt is not None:
+            return min(self._longest_prompt, self.max_prompt_tokens or self._longest_prompt) + self.output_len
         return (self.max_prompt_tokens or 1) + self.output_len
 
+    def with_prompts(self, tokenizer) -> "PromptSetParams":
+        conversations = tuple(self.conversations())
+        skipped = read_prompt_file(self.prompt_file, self.prompt_format).skipped_messages
+        shipped = dataclasses.replace(self, _conversations=conversations, _skipped_messages=skipped)
+        lengths = [max(r.prompt_lengths(output_len=self.output_len))
+                   for r in shipped.rendered(ChatRenderer(tokenizer, self.chat_template))]
+        return dataclasses.replace(shipped, _longest_prompt=max(lengths))
+
+    def prompt_problems(self, *, tokenizer, max_model_lens: list[int]) -> list[str]:
+        """Prompts over the limit when over_length=refuse: each with its length, file and line, and the fix."""
+        if self.over_length == OverLength.CLIP:
+            return []
+        renderer = ChatRenderer(tokenizer, self.chat_template)
+        lengths = [(c.where, r.prompt_lengths(output_len=self.output_len))
+                   for c, r in zip(self.conversations(), self.rendered(renderer))]  # rendered once for every limit
+        return [problem for n in max_model_lens
+                for problem in self._over(lengths, max_model_len=n, rendering=renderer.rendering.value)]
+
+    def _over(self, lengths: list[tuple[str, list[int]]], *, max_model_len: int, rendering: str) -> list[str]:
+        limit = self.prompt_limit(max_model_len)
+        over: list[tuple[str, int]] = []  # (where, tokens): each conversation's first prompt over the limit
+        for where, turns in lengths:
+            for turn, length in enumerate(turns):
+                if length > limit:
+                    over.append((f"{where} turn {turn + 1}", length))
+                    break
+        if not over:
+            return []
+        shown = "; ".join(f"{where}: {n} tokens" for where, n in over[:3])
+        shown += f"; and {len(over) - 3} more" if len(over) > 3 else ""
+        where = ("max_prompt_tokens" if self.max_prompt_tokens else
+                 f"max_model_len {max_model_len} − output_len {self.output_len}")
+        fits = 1 << (max(n for _, n in over) + self.output_len - 1).bit_length()  # a power of two that holds it
+        return [f"{len(over)} conversation(s) send a prompt ({rendering}, history included) over "
+                f"{limit} tokens ({where}): {shown} (fix: sweep.grid.max_model_len=[{fits}], fewer "
+                f"max_turns, or over_length=clip to keep each prompt's last {limit} tokens, counted)"]
+
+    def prompt_limit(self, max_model_len: int) -> int:
+        return self.max_prompt_tokens or max_model_len - self.output_len
+
     def validate(self) -> list[str]:
-        errors = super().validate()
+        errors = super().validate() + check_chat_template(self.chat_template)
+        if self.over_length not in tuple(OverLength):
+            errors.append(f"over_length={self.over_length!r} is unknown; valid: {', '.join(OverLength)}")
         if self.prompt_format not in tuple(PromptFormat):
             return errors + [f"prompt_format={self.prompt_format!r} is unknown; valid: "
                              f"{', '.join(PromptFormat)}"]
@@ -99,19 +172,24 @@ class PromptSet(Workload):
         p: PromptSetParams = ctx.params  # type: ignore[assignment]
         engine = ctx.engine
         conversations = p.conversations()
-        keep = p.max_prompt_tokens or engine.max_model_len - p.output_len
-        # Every turn is tokenized before the window opens; only the model's answers are appended in it.
-        turns = [[list(t) if isinstance(t, tuple) else engine.encode_text(t) for t in c.turns[:p.max_turns]]
-                 for c in conversations]
+        limit = p.prompt_limit(engine.max_model_len)
+        # Every conversation is rendered before the window opens; only the model's answers are appended in it.
+        rendered = p.rendered(engine.chat_renderer(p.chat_template))
 
         async def session(s: int, sender=engine) -> list[RequestResult]:
             history: list[int] = []
             results: list[RequestResult] = []
-            for turn, user in enumerate(turns[s]):
-                history = history + (results[-1].output_token_ids if results else []) + user
-                result = await sender.stream(prompt_token_ids=history[-keep:],
+            for turn, segment in enumerate(rendered[s].segments):
+                history = history + (results[-1].output_token_ids if results else []) + list(segment)
+                clipped = max(len(history) - limit, 0)
+                if clipped and p.over_length != OverLength.CLIP:
+                    raise ValueError(f"{conversations[s].where} turn {turn + 1}: the prompt is {len(history)} "
+                                     f"tokens, over {limit} (fix: over_length=clip or a larger max_model_len)")
+                result = await sender.stream(prompt_token_ids=history[clipped:],
                                              max_tokens=p.output_len, session=s, turn=turn)
                 result.category = conversations[s].category or UNCATEGORISED
+                result.prompt_rendering = rendered[s].rendering.value
+                result.prompt_clipped_tokens = clipped
                 results.append(result)
             return results
 

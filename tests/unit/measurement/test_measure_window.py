@@ -45,6 +45,11 @@ class FakeEngine:
     def encode_text(self, text):
         return [ord(c) % 1000 for c in text]
 
+    def chat_renderer(self, mode):
+        from tests.support.fake_engine import char_renderer
+
+        return char_renderer(mode)
+
 
 class RecordingWindow:
     def __init__(self, engine: FakeEngine):

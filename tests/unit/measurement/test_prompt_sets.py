@@ -117,9 +117,17 @@ def test_open_loop_sessions_start_on_the_clock():
                   request_rate=2).warmup_variant().num_sessions == 8
 
 
-def test_long_histories_keep_their_last_tokens():
-    _, results = run(prompt_file=QUESTIONS, prompt_format="mt_bench", output_len=2, max_prompt_tokens=40)
+def test_long_histories_keep_their_last_tokens_only_where_the_config_says_so_and_are_counted():
+    _, results = run(prompt_file=QUESTIONS, prompt_format="mt_bench", output_len=2, max_prompt_tokens=40,
+                     over_length="clip")
     assert max(r.prompt_tokens for r in results) == 40
+    clipped = [r for r in results if r.prompt_clipped_tokens]
+    assert clipped and all(r.prompt_tokens == 40 for r in clipped)
+    assert all(r.prompt_rendering == "raw" for r in results)  # the stand-in tokenizer has no template
+    with pytest.raises(ValueError, match=r"line 1 turn 1: the prompt is \d+ tokens, over 40"):
+        run(prompt_file=QUESTIONS, prompt_format="mt_bench", output_len=2, max_prompt_tokens=40)
+    assert any("over_length='cut' is unknown" in e
+               for e in params(prompt_file=QUESTIONS, prompt_format="mt_bench", over_length="cut").validate())
 
 
 PUBLIC = Path(__file__).resolve().parents[2] / "fixtures" / "public"

@@ -25,6 +25,11 @@ class FakeEngine:
     def encode_text(self, text: str) -> list[int]:
         return [ord(c) % 256 + 3 for c in text]
 
+    def chat_renderer(self, mode):
+        from tests.support.fake_engine import char_renderer
+
+        return char_renderer(mode)
+
 
 def test_registry_lists_all_reference_workloads():
     assert set(WORKLOADS) == {"decode", "shared_prefix", "second_request", "multi_turn", "long_context",
