@@ -11,7 +11,7 @@ from runner.measurement.records import RunKeys, trial_row
 from runner.measurement.workloads import workload_class
 from runner.plan import load_checks
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "load"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "load"
 QUESTIONS = str(FIXTURES / "questions_3cat.jsonl")
 
 
