@@ -66,9 +66,8 @@ def cache_dir() -> Path:
     return cache_root() / "engine-args"
 
 
-def _installed_key() -> Optional[tuple[str, str]]:
-    """(vLLM version, a key of its arg_utils.py) without importing vLLM; None where vLLM is not installed."""
-    import importlib.metadata
+def _installed_package() -> Optional[Path]:
+    """The installed vLLM package's folder, found without importing it; None where vLLM is not installed."""
     import importlib.util
 
     try:
@@ -77,7 +76,14 @@ def _installed_key() -> Optional[tuple[str, str]]:
         return None
     if spec is None or not spec.submodule_search_locations:
         return None
-    package = Path(list(spec.submodule_search_locations)[0])
+    return Path(list(spec.submodule_search_locations)[0])
+
+
+def _installed_key() -> Optional[tuple[str, str]]:
+    """(vLLM version, a key of its arg_utils.py) without importing vLLM; None where vLLM is not installed."""
+    package = _installed_package()
+    if package is None:
+        return None
     version = _version_text(package)
     arg_utils = package / "engine" / "arg_utils.py"
     try:
@@ -91,16 +97,11 @@ def installed_takes(name: str) -> Optional[bool]:
     """Whether the installed vLLM's engine arguments (AsyncEngineArgs' fields, declared in its arg_utils.py) include
     `name`, read without importing vLLM; None where vLLM is not installed. The contract test holds it against the
     imported fields (tests/unit/vllm/test_vllm_contract.py)."""
-    import importlib.util
-
-    try:
-        spec = importlib.util.find_spec("vllm")
-    except (ImportError, ValueError):
-        return None
-    if spec is None or not spec.submodule_search_locations:
+    package = _installed_package()
+    if package is None:
         return None
     try:
-        text = (Path(list(spec.submodule_search_locations)[0]) / "engine" / "arg_utils.py").read_text()
+        text = (package / "engine" / "arg_utils.py").read_text()
     except OSError:
         return None
     return re.search(rf"^\s+{re.escape(name)}\s*:", text, re.MULTILINE) is not None
