@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Optional
 
 from runner.measurement.prompts import derived_seed, prompt_maker
-from runner.measurement.traces import (OverLength, Selection, TraceError, TraceFormat, TraceRequest, fit,
+from runner.measurement.traces import (OverLength, Selection, TraceError, TraceFile, TraceFormat, TraceRequest, fit,
                                        read_trace_file, send_offsets, trace_prompt)
 from runner.measurement.workloads.base import TTFT_P50, RequestResult, TrialContext, Workload, WorkloadParams
 from runner.measurement.workloads.open_loop import WARMUP_ARRIVALS, on_schedule
@@ -41,12 +41,21 @@ class TraceParams(WorkloadParams):
     max_concurrency: Optional[int] = None  # at most this many requests in flight (null: no cap)
     not_counts = ("time_scale", "start_s", "end_s", "sample_fraction")
     zero_allowed = ("seed", "skip_requests")
+    # Set on the driver (with_prompts): the trace file as read there, shipped to the actors with the trial so that
+    # no node needs the file.
+    _trace: Optional[TraceFile] = field(default=None, repr=False, compare=False)
+
+    def trace(self) -> TraceFile:
+        return self._trace if self._trace is not None else read_trace_file(self.trace_file, self.trace_format)
+
+    def with_prompts(self, tokenizer) -> "TraceParams":
+        return dataclasses.replace(self, _trace=read_trace_file(self.trace_file, self.trace_format))
 
     def selected(self) -> list[TraceRequest]:
         """The requests this run replays, before the over-length policy."""
         return Selection(start_s=self.start_s, end_s=self.end_s, skip=self.skip_requests, count=self.max_requests,
                          sample_fraction=self.sample_fraction, sample_requests=self.sample_requests,
-                         seed=self.seed).apply(read_trace_file(self.trace_file, self.trace_format).requests)
+                         seed=self.seed).apply(self.trace().requests)
 
     def requests(self, max_model_len: Optional[int] = None) -> list[TraceRequest]:
         if max_model_len is None:
@@ -93,7 +102,7 @@ class TraceParams(WorkloadParams):
     def source_columns(self, *, max_model_len: int) -> dict:
         fitted = fit(self.selected(), max_model_len=max_model_len, policy=self.over_max_model_len)
         return {"over_length_skipped": fitted.skipped, "over_length_clipped": fitted.clipped,
-                "source_skipped": read_trace_file(self.trace_file, self.trace_format).failed}
+                "source_skipped": self.trace().failed}
 
     def validate(self) -> list[str]:
         errors = super().validate()

@@ -236,3 +236,13 @@ def test_the_report_names_what_was_skipped_or_clipped():
     assert data_file_caveats(trials) == ["requests over max_model_len skipped: 40 per trial at max_model_len=8192, "
                                          "16 per trial at max_model_len=32768"]
     assert data_file_caveats(pd.DataFrame({"max_model_len": [1024]})) == []
+
+
+def test_a_trace_read_on_the_driver_travels_with_its_params(tmp_path):
+    path = tmp_path / "trace.jsonl"
+    path.write_text(FIXTURE.read_text())
+    params = workload_class("trace").params_type(trace_file=str(path), max_requests=20)
+    shipped = params.with_prompts(tokenizer=None)
+    path.unlink()  # the actors' node has no such file
+    assert [r.line for r in shipped.selected()] == list(range(1, 21))
+    assert shipped.source_columns(max_model_len=1 << 20)["source_skipped"] == 0
