@@ -6,9 +6,23 @@ Helpers that are not fixtures live in tests/support/.
 """
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from tests.support.cli import run_cli
+
+HERE = Path(__file__).resolve().parent
+FOLDER_MARKERS = {HERE / "engine": "engine", HERE / "cli": "cli"}  # every test in the folder carries the marker
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        parents = Path(item.path).resolve().parents
+        for folder, marker in FOLDER_MARKERS.items():
+            if folder in parents:
+                item.add_marker(getattr(pytest.mark, marker))
 
 
 @pytest.fixture(scope="session", autouse=True)
