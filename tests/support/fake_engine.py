@@ -8,12 +8,25 @@ from runner.measurement.latency import Timeline
 from runner.measurement.workloads.base import RequestResult
 
 
-class SlowEngine:
-    """Each request takes `service_s`; records the scheduled and actual send of each."""
+class StandInEngine:
+    """What every stand-in engine answers alike: sizes, a character tokenizer without a chat template, a cache reset."""
 
     max_model_len = 4096
     vocab_size = 1000
     first_token_id = 0
+
+    async def reset_prefix_cache(self):
+        return True
+
+    def encode_text(self, text):
+        return [ord(c) % 1000 for c in text]
+
+    def chat_renderer(self, mode):
+        return char_renderer(mode)
+
+
+class SlowEngine(StandInEngine):
+    """Each request takes `service_s`; records the scheduled and actual send of each."""
 
     def __init__(self, service_s: float = 0.05):
         self.service_s = service_s
@@ -34,15 +47,6 @@ class SlowEngine:
         return RequestResult(timeline=t, prompt_tokens=len(prompt_token_ids), output_token_ids=[1] * max_tokens,
                              session=session, turn=turn, phase=phase,
                              send_lag_s=None if scheduled_at is None else sent - scheduled_at)
-
-    async def reset_prefix_cache(self):
-        return True
-
-    def encode_text(self, text):
-        return [ord(c) % 1000 for c in text]
-
-    def chat_renderer(self, mode):
-        return char_renderer(mode)
 
 
 def char_renderer(mode):

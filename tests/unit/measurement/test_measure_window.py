@@ -12,13 +12,10 @@ from runner.vllm.outputs import request_spec_figures
 from runner.measurement.latency import Timeline
 from runner.measurement.workloads import workload_class
 from runner.measurement.workloads.base import RequestResult, TrialContext
+from tests.support.fake_engine import StandInEngine
 
 
-class FakeEngine:
-    max_model_len = 4096
-    vocab_size = 1000
-    first_token_id = 0
-
+class FakeEngine(StandInEngine):
     def __init__(self):
         self.log: list[str] = []
         self.clock = 0.0
@@ -38,17 +35,6 @@ class FakeEngine:
     async def generate_batch(self, *, prompts, max_tokens, sessions, phase="measured", ignore_eos=True, seed=0, scheduled_at=None):
         return [await self.stream(prompt_token_ids=p, max_tokens=max_tokens, session=s, phase=phase)
                 for p, s in zip(prompts, sessions)]
-
-    async def reset_prefix_cache(self):
-        return True
-
-    def encode_text(self, text):
-        return [ord(c) % 1000 for c in text]
-
-    def chat_renderer(self, mode):
-        from tests.support.fake_engine import char_renderer
-
-        return char_renderer(mode)
 
 
 class RecordingWindow:
