@@ -46,7 +46,7 @@ def command_seconds(run_dir: Path) -> list[float]:
 
 def choices(rows: list[dict]) -> dict[tuple, object]:
     """(method, profile, concurrency) → (LoadChoice, family) over the static arms in these trial rows."""
-    from runner.measurement.measured_best_k import measured_choices
+    from runner.numerics.measured_best_k import measured_choices
     from runner.measurement.workloads import WORKLOADS
 
     metric = WORKLOADS[rows[0]["workload"]].deciding

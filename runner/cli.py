@@ -18,7 +18,8 @@ def main(cfg: DictConfig) -> None:
 
 def check_pool_arguments(args) -> int:
     """`vllm-sweep pool ...`: 2 (each problem printed with its fix) before any cluster is joined, else 0."""
-    from runner.config.arguments import pool_problems, refuse
+    from runner.command.arguments import pool_problems
+    from runner.report.arguments import refuse
 
     return refuse(pool_problems(action=args.action, names=list(getattr(args, "names", None) or []),
                                 every=bool(getattr(args, "all", False)), address=args.address))

@@ -242,7 +242,7 @@ class TrialRecord(EngineSettings):
     over_length_skipped: Optional[int] = None
     over_length_clipped: Optional[int] = None
     source_skipped: Optional[int] = None
-    # Open loop under a TTFT target (runner.measurement.rate_probe): the probe's verdict (met | missed |
+    # Open loop under a TTFT target (runner.numerics.rate_probe): the probe's verdict (met | missed |
     # undecided), the TTFT percentile's interval over the requests it sent (hi null: unbounded, too few requests),
     # the requests it planned, and why it stopped early (then its figures cover the requests sent up to the stop).
     probe_verdict: Optional[str] = None
@@ -296,7 +296,7 @@ class RequestRecord:
     slot_wait_s: Optional[float] = None
     # The prompt set's category of the request (prompt_set workload), e.g. MT-Bench's "coding".
     category: Optional[str] = None
-    # What the prompt was rendered with (runner.measurement.chat.Rendering): chat_template (the tokenizer's, as a
+    # What the prompt was rendered with (runner.traffic.chat.Rendering): chat_template (the tokenizer's, as a
     # chat request is) or raw (tokens as they are: synthetic prompts, chat_template=raw, a tokenizer without one).
     prompt_rendering: str = "raw"
     # Tokens cut from the front of the prompt to fit its limit (over_length=clip); 0: sent whole.

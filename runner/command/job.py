@@ -41,8 +41,7 @@ def refuse_changed_config(cfg: DictConfig, *, run_dir: Path) -> None:
     """RunFolderConfigChanged (a ConfigError naming the keys and the fix) where the folder's results were run with
     another config: compared as config.yaml holds it, resolved with the sweep's preset applied."""
     from runner.config.presets import apply_preset
-    from runner.config.resume import check_same_config
-    from runner.sinks.run_folder import saved_config
+    from runner.config.resume import check_same_config, saved_config
 
     new = apply_preset(cfg).copy()
     OmegaConf.set_struct(new, False)

@@ -42,7 +42,7 @@ def make_plan(config: RunConfig, *, check_engine_args: bool = True, warn=None) -
 
 def race_warnings(sweep: SweepSection) -> list[str]:
     """A race that cannot stop anything: an arm is stopped only after MIN_ROUNDS rounds."""
-    from runner.measurement.race import MIN_ROUNDS
+    from runner.numerics.race import MIN_ROUNDS
 
     if not sweep.race or sweep.repeats > MIN_ROUNDS:
         return []

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Optional
 
-from runner.measurement.stats import MIN_REPEATS, TIE_BAND
+from runner.numerics.stats import MIN_REPEATS, TIE_BAND
 from runner.slo import Slo
 
 _KEYS = ("enabled", "tie_band", "slo", "gpu_hour_usd", "seed")

@@ -245,3 +245,16 @@ def unreadable_config(run_dir, *, fix: Optional[str] = None,
         return None
     reason = unreadable_reason(path, required=required)
     return unreadable_message(path, reason=reason, fix=fix) if reason else None
+
+
+def saved_config(run_dir) -> Optional[dict]:
+    """The config the folder's results were run with, as written (None: no config.yaml, or no results yet, so
+    nothing a changed config could mix with)."""
+    from pathlib import Path
+
+    from runner.sinks.run_folder import CONFIG_NAME
+
+    path = Path(run_dir) / CONFIG_NAME
+    if not path.is_file() or not any(Path(run_dir).rglob("*.parquet")):
+        return None
+    return load_saved_config(run_dir)  # a damaged file: refused with its path and the fix

@@ -15,7 +15,7 @@ from runner.config.checks import _fix, _g, _is_int, _problems, address_problem, 
 from runner.config.execution import ExecutionSection
 from runner.config.report import ReportSettings, ReportSettingsError, parse_settings as parse_report_settings
 from runner.config.workload_keys import without_declared_defaults
-from runner.measurement.stats import TIE_BAND
+from runner.numerics.stats import TIE_BAND
 from runner.slo import SloError, SloSection, old_execution_slo, old_report_slo
 from runner.spec_arm import DEFAULT_DRAFT_COUNT, SPEC_METHODS, method_name
 
@@ -287,7 +287,7 @@ class SweepSection:
     repeats: int = field(default=1, metadata=_fix("sweep.repeats=1", "must be an integer ≥ 1"))
     race: bool = field(default=False, metadata=_fix("sweep.race=false", "must be true or false"))
     race_tie_band: float = TIE_BAND  # arms within this band of the best are not eliminated
-    # A point stops taking repeats once its decision is settled (runner.measurement.converge), at sweep.repeats at
+    # A point stops taking repeats once its decision is settled (runner.numerics.converge), at sweep.repeats at
     # the latest and never before the verdict's minimum.
     converge: bool = field(default=False, metadata=_fix("sweep.converge=false", "must be true or false"))
     question: Optional[QuestionSection] = None

@@ -155,7 +155,7 @@ class EngineHost:
 
     def _hf_tokenizer(self):
         if self._tokenizer is None:
-            from runner.measurement.chat import load_tokenizer
+            from runner.traffic.chat import load_tokenizer
 
             self._tokenizer = load_tokenizer(self.model.tokenizer or self.model.path)
         return self._tokenizer
@@ -166,7 +166,7 @@ class EngineHost:
 
     def chat_renderer(self, mode: str):
         """The model's tokenizer rendering conversations under a workload's `chat_template` setting."""
-        from runner.measurement.chat import ChatRenderer
+        from runner.traffic.chat import ChatRenderer
 
         return ChatRenderer(self._hf_tokenizer(), mode)
 

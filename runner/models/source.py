@@ -28,7 +28,7 @@ def tiny_weights(model_cfg: ModelSection) -> str:
 def driver_tokenizer(model_cfg: ModelSection):
     """The model's tokenizer (with its chat template) on the driver, which measures prompts before any engine
     starts; the embedded model's needs no trained weights."""
-    from runner.measurement.chat import load_tokenizer
+    from runner.traffic.chat import load_tokenizer
 
     if model_cfg.builtin == "tiny_mtp":
         from runner.models.tiny import ensure_tiny_model

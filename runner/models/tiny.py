@@ -69,7 +69,7 @@ def _train_tokenizer(*, spec: TinyModelSpec, out_dir: Path) -> dict[str, int]:
 
 
 # ChatML, as Qwen2 models ship it (without a default system prompt): what a chat request to the embedded model
-# is rendered with (runner.measurement.chat).
+# is rendered with (runner.traffic.chat).
 CHAT_TEMPLATE = (
     "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>'"
     " + '\\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}")

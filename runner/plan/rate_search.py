@@ -7,9 +7,9 @@
    between it and saturation.
 3. then, per line, `rates_per_stage` rates inside its bracket [last rate meeting the SLO, first missing it],
    until the bracket is within `precision` of its lower end or within the noise of the repeats (the crossing's
-   bootstrap interval as wide as the bracket: runner.measurement.rate_bracket), or `max_stages` ran.
+   bootstrap interval as wide as the bracket: runner.numerics.rate_bracket), or `max_stages` ran.
 Each probe runs once first: a probe below saturation stops sending once it is decided (its TTFT percentile's
-interval clear of the target, or the queue past saving it: runner.measurement.rate_probe), and its verdict and
+interval clear of the target, or the queue past saving it: runner.numerics.rate_probe), and its verdict and
 interval go in its row. Only the undecided probes that bound a line's answer (its bracket's ends, once the line
 asks for no new rate) take further repeats, up to `sweep.repeats`, one a stage (spread over the sweep): a rate
 below a decided one, or above a missed one, is settled by it. A rate decided "missed" below one that meets
@@ -29,7 +29,7 @@ from typing import Optional, Sequence
 from runner.config.checks import ConfigError
 from runner.config.sections import RunConfig
 from runner.measurement.arrivals import Arrival, parse_rate
-from runner.measurement.rate_bracket import (Bracket, BracketState, RatePoint, bracket, line_params, rates_between,
+from runner.numerics.rate_bracket import (Bracket, BracketState, RatePoint, bracket, line_params, rates_between,
                                              round_rate)
 from runner.plan.grid import Plan, build_plan
 from runner.plan.stages import Stage, select

@@ -2,11 +2,11 @@
 
 1. predict: spec off and, per chain-drafter method and acceptance profile, only the arm drafting the most tokens,
    at every load: its per-position acceptance and the step times of k_max and of spec off predict the decode
-   speed of every smaller k (runner.measurement.step_cost).
+   speed of every smaller k (runner.numerics.step_cost).
 2. contenders: at each point, the k's whose predicted speed reaches the best prediction and that no engine ran
    yet (a prediction names what to measure, it never decides). Where the prediction prunes every k but the
    measured ones at every load, one spot check: the runner-up at the load where its predicted margin is smallest
-   (runner.measurement.step_cost.spot_checks), so that its error is measured and "predicted" is never the only
+   (runner.numerics.step_cost.spot_checks), so that its error is measured and "predicted" is never the only
    evidence for the answer.
 3. schedule: the best measured k per batch size (the decision module) as a per-batch-size schedule arm at every
    load, beside the static k and spec off already measured; arms with a given schedule run here too. A family
@@ -21,9 +21,9 @@ from typing import Optional
 
 from runner.config.checks import ConfigError
 from runner.config.sections import ArmSection, RunConfig
-from runner.measurement.measured_best_k import FAMILY_COLUMNS, measured_choices
-from runner.measurement.spec_predict import CHAIN_DRAFTERS, _plain
-from runner.measurement.step_cost import POINT_COLUMNS, contenders, predict_speeds, spot_checks
+from runner.numerics.measured_best_k import FAMILY_COLUMNS, measured_choices
+from runner.numerics.spec_predict import CHAIN_DRAFTERS, _plain
+from runner.numerics.step_cost import POINT_COLUMNS, contenders, predict_speeds, spot_checks
 from runner.plan.grid import Plan, build_plan
 from runner.plan.spec_variants import AUTO, DEFAULT_MAX_NUM_SEQS
 from runner.plan.stages import Stage, select

@@ -13,7 +13,7 @@ from typing import Any, Optional
 from runner.config.acceptance import SYNTHETIC_KEYS, AcceptanceProfile, ProfileKind, profile_of_text
 from runner.config.checks import ConfigError
 from runner.config.sections import RunConfig
-from runner.measurement.draft_schedule import DraftSchedule, ScheduleError
+from runner.numerics.draft_schedule import DraftSchedule, ScheduleError
 from runner.schema import EngineSettings
 from runner.spec_arm import SPEC_METHODS, SpecArm
 from runner.vllm import spec_config
@@ -75,7 +75,7 @@ def arm_schedule(arm, *, index: int, max_num_seqs: int = DEFAULT_MAX_NUM_SEQS) -
 
 
 def _auto_schedule(raw: str, *, arm, where: str, max_num_seqs: int) -> DraftSchedule:
-    from runner.measurement.measured_acceptance import measured_schedule
+    from runner.sinks.measured_acceptance import measured_schedule
 
     folder = raw[len(AUTO) + 1:].strip() if raw.startswith(AUTO + ":") else ""
     if not folder:
@@ -122,7 +122,7 @@ def engine_profile(profile: AcceptanceProfile, *, arm: SpecArm, where: str, reso
 
 
 def _measured(folder: str, *, method: str, where: str) -> AcceptanceProfile:
-    from runner.measurement.measured_acceptance import measured_rates
+    from runner.sinks.measured_acceptance import measured_rates
 
     try:
         rates = measured_rates(folder, method=method)

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from runner.measurement.stats import TIE_BAND
+from runner.numerics.stats import TIE_BAND
 
 
 def _slo(text: str) -> tuple[str, float]:
@@ -74,7 +74,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    from runner.config.arguments import refuse, report_problems
+    from runner.report.arguments import refuse, report_problems
 
     if refuse(report_problems(folders=args.folders, out=args.out, tie_band=args.tie_band,
                               bandwidth_tbs=args.bandwidth_tbs, gpu_hour_usd=args.gpu_hour_usd)):

@@ -13,7 +13,7 @@ from typing import Any, Optional
 
 import pandas as pd
 
-from runner.measurement.decision import Candidate, DecisionKind, decide
+from runner.numerics.decision import Candidate, DecisionKind, decide
 from runner.plan.question import matches
 from runner.report.arms import POINT_FIELDS
 from runner.report.brief import by_line, counts_text, fit, lines_text, where_text

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from runner.measurement.decision import DecisionKind
+from runner.numerics.decision import DecisionKind
 from runner.report.frames import is_saturation
 
 

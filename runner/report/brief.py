@@ -13,7 +13,7 @@ from typing import Sequence
 
 import pandas as pd
 
-from runner.measurement.rate_bracket import RATE_AXES
+from runner.numerics.rate_bracket import RATE_AXES
 from runner.report.arms import CONCURRENCY, axis_short, point_axes, point_coords
 from runner.report.verdict import _sort_key
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from runner.measurement.decision import Candidate, DecisionKind, decide
-from runner.measurement.stats import MIN_REPEATS, TIE_BAND, interpolate_crossing
+from runner.numerics.decision import Candidate, DecisionKind, decide
+from runner.numerics.stats import MIN_REPEATS, TIE_BAND, interpolate_crossing
 from runner.report.arms import CONCURRENCY, POINT_FIELDS
 from runner.schema import TrialStatus
 from runner.slo import Slo
@@ -49,7 +49,7 @@ def arm_point_figures(trials: pd.DataFrame, slo: Slo) -> pd.DataFrame:
 
 def slo_choices(figures: pd.DataFrame, *, tie_band: float = TIE_BAND, min_repeats: int = MIN_REPEATS,
                 seed: int = 0) -> pd.DataFrame:
-    """Per point: the decision (runner.measurement.decision) on tok/s per device among the arms that meet the SLO."""
+    """Per point: the decision (runner.numerics.decision) on tok/s per device among the arms that meet the SLO."""
     rows = []
     for key, group in figures.groupby(list(POINT_FIELDS), sort=False):
         meeting = group[group.meets]

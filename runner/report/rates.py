@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from runner.measurement.rate_bracket import crossing, crossing_interval, line_params, within_noise
+from runner.numerics.rate_bracket import crossing, crossing_interval, line_params, within_noise
 from runner.report.frames import GOODPUT, request_goodput
 from runner.report.probe_note import probe_notes
 from runner.report.render import md_table, section
@@ -95,7 +95,7 @@ def highest_rates(points: pd.DataFrame, slo: Slo, *, seed: int = 0) -> pd.DataFr
 
 def bracket_text(xs: list[float], miss: int, interval: tuple[float, float]) -> str:
     """The measured rates around the crossing, their gap as a share of the lower one, and whether the repeats
-    resolve it (runner.measurement.rate_bracket: what the rate search stops on)."""
+    resolve it (runner.numerics.rate_bracket: what the rate search stops on)."""
     if miss <= 0:
         return "–"
     low, high = xs[miss - 1], xs[miss]

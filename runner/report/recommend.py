@@ -1,7 +1,7 @@
 """recommendation.yaml: per workload, the engine settings to deploy, as vLLM engine arguments and `vllm serve`
 flags, with the evidence and the caveats that apply. Pure (a dict; build.py writes it).
 
-Every choice is the decision module's (runner.measurement.decision): per point the simplest arm tied for
+Every choice is the decision module's (runner.numerics.decision): per point the simplest arm tied for
 first; per workload the choice per load range and, when one setting must serve every point, the arm tied for
 first at the most points (equal counts: the simpler arm). Without any point that has a choice there is none,
 and the file says why.
@@ -12,7 +12,7 @@ from typing import Any, Optional
 
 import pandas as pd
 
-from runner.measurement.decision import DecisionKind, one_for_all
+from runner.numerics.decision import DecisionKind, one_for_all
 from runner.plan.vllm_args import deployment, read_args
 from runner.report.arms import point_axes, point_coords
 from runner.report.verdict import (CAPACITY_OUTCOME, SINGLE_K_RULE, TIE_OUTCOME, describe_range, interval_range,

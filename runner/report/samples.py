@@ -1,6 +1,6 @@
 """Each workload's deciding figure (declared by the workload registry) and its value per trial and point.
 
-The metric itself lives with the workload (`Workload.deciding`, runner/measurement/deciding.py); this module
+The metric itself lives with the workload (`Workload.deciding`, runner/numerics/deciding.py); this module
 turns trials and requests into its samples: one per trial (= per repeat), or one per selected request where
 the metric says so (fixed_task: each measured run).
 """
@@ -9,8 +9,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from runner.measurement.deciding import DecidingMetric, RequestSelection  # noqa: F401  (re-exported)
-from runner.measurement.stats import median_interval
+from runner.numerics.deciding import DecidingMetric, RequestSelection  # noqa: F401  (re-exported)
+from runner.numerics.stats import median_interval
 from runner.report.arms import POINT_FIELDS
 from runner.schema import TrialStatus
 

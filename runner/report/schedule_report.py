@@ -3,7 +3,7 @@ outcome against the static k, and acceptance predicted for every k. Pure (vLLM's
 
 The best k per load is the decision module's (the draft-count choices: the smallest k tied for first, k = 0 where
 speculation loses); the schedule keys it on the engine's measured batch size at that load (requests per engine
-step: the median step's, `batch_size_p50`, as runner.measurement.measured_best_k keys it), not on the client's
+step: the median step's, `batch_size_p50`, as runner.numerics.measured_best_k keys it), not on the client's
 concurrency.
 """
 from __future__ import annotations
@@ -13,10 +13,10 @@ from typing import Any
 
 import pandas as pd
 
-from runner.measurement.decision import Candidate, DecisionKind, decide
-from runner.measurement.draft_schedule import DraftSchedule, ScheduleError, build_schedule, check_with_vllm
-from runner.measurement.spec_predict import _plain, predict_acceptance, static_k_rows
-from runner.measurement.step_cost import POINT_COLUMNS, contenders, predict_speeds, spot_checks
+from runner.numerics.decision import Candidate, DecisionKind, decide
+from runner.numerics.draft_schedule import DraftSchedule, ScheduleError, build_schedule, check_with_vllm
+from runner.numerics.spec_predict import _plain, predict_acceptance, static_k_rows
+from runner.numerics.step_cost import POINT_COLUMNS, contenders, predict_speeds, spot_checks
 from runner.report.arms import POINT_FIELDS
 from runner.report.samples import deciding_metric
 from runner.schema import TrialStatus

@@ -2,7 +2,7 @@
 
 Every comparison is the leader's median against the runner-up's, with a seeded
 95 % interval of the ratio of medians (a bootstrap widened for few repeats:
-runner.measurement.stats). A
+runner.numerics.stats). A
 winner is named only when that interval lies wholly outside the tie band and
 each arm has at least MIN_REPEATS repeats; otherwise the outcome is "tie within
 noise" or "not enough repeats". At a point where any arm is at the KV capacity
@@ -16,8 +16,8 @@ import math
 import numpy as np
 import pandas as pd
 
-from runner.measurement.decision import Candidate, DecisionKind, decide
-from runner.measurement.stats import MIN_REPEATS, TIE_BAND, ratio_interval
+from runner.numerics.decision import Candidate, DecisionKind, decide
+from runner.numerics.stats import MIN_REPEATS, TIE_BAND, ratio_interval
 from runner.report.arms import POINT_FIELDS, axis_short, point_axes, point_coords
 from runner.report.samples import deciding_metric
 
@@ -38,7 +38,7 @@ def candidates_of(group: pd.DataFrame) -> list[Candidate]:
 
 def point_outcomes(points: pd.DataFrame, *, walled: set[tuple], tie_band: float = TIE_BAND,
                    min_repeats: int = MIN_REPEATS, seed: int = 0) -> pd.DataFrame:
-    """One row per workload point: its Decision (runner.measurement.decision) and the figures shown with it —
+    """One row per workload point: its Decision (runner.numerics.decision) and the figures shown with it —
     the leader against the runner-up (> 1: the leader is better) and the choice against spec off."""
     rows = []
     for key, group in points.groupby(list(POINT_FIELDS), sort=False):

@@ -124,7 +124,7 @@ def describe_converge(plan: Plan, *, converge: bool) -> list[str]:
     """The dry run's line about sweep.converge: up to how many repeats a point takes, and the least."""
     if not converge:
         return []
-    from runner.measurement.race import MIN_ROUNDS
+    from runner.numerics.race import MIN_ROUNDS
 
     repeats = len({t.repeat for t in plan.trials})
     if repeats <= MIN_ROUNDS:

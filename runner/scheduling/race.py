@@ -2,12 +2,51 @@
 stops after each round (pure)."""
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass, field
+from typing import Optional, Sequence
 
-from runner.measurement import converge, race
 from runner.measurement.workloads import workload_class
+from runner.numerics import converge, race
 from runner.plan.grid import Plan
 from runner.schema import CONVERGED, RACE_ELIMINATED, TrialStatus
+
+
+def _request_values(requests: Sequence, metric) -> list[float]:
+    selection = metric.requests
+    values = []
+    for r in requests:
+        if getattr(r, "error", None):
+            continue
+        if selection.turn is not None and r.turn != selection.turn:
+            continue
+        if selection.phases is not None and r.phase not in selection.phases:
+            continue
+        value = getattr(r, metric.column, None)
+        if value is None:
+            continue
+        if selection.reciprocal:
+            if value <= 0:
+                continue
+            value = 1.0 / value
+        values.append(float(value))
+    return values
+
+
+def trial_sample(trial, requests) -> Optional[float]:
+    """A finished trial's deciding value (its workload's declared metric); None when it has none.
+
+    A metric over requests takes the median of the selected requests (fixed_task: of its measured runs), so
+    that one trial gives one sample per round.
+    """
+    if getattr(trial, "status", TrialStatus.OK) != TrialStatus.OK:
+        return None
+    metric = workload_class(trial.workload).deciding
+    if metric.requests is None:
+        value = getattr(trial, metric.column, None)
+        return None if value is None else float(value)
+    values = _request_values(requests, metric)
+    return statistics.median(values) if values else None
 
 
 def point_key(params_json: str, concurrency) -> str:
@@ -31,7 +70,7 @@ class Race:
         """A finished trial's sample (OK trials only, and only while racing or converging)."""
         if not (self.enabled or self.converge) or record.status != TrialStatus.OK:
             return
-        value = race.trial_sample(record, requests)
+        value = trial_sample(record, requests)
         if value is None:
             return
         metric = workload_class(record.workload).deciding

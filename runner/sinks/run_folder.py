@@ -38,17 +38,6 @@ def unwritable_reason(folder: Path) -> Optional[str]:
     return None
 
 
-def saved_config(run_dir: Path) -> Optional[dict]:
-    """The config the folder's results were run with, as written (None: no config.yaml, or no results yet, so
-    nothing a changed config could mix with)."""
-    path = Path(run_dir) / CONFIG_NAME
-    if not path.is_file() or not any(Path(run_dir).rglob("*.parquet")):
-        return None
-    from runner.config.resume import load_saved_config
-
-    return load_saved_config(run_dir)  # a damaged file: refused with its path and the fix
-
-
 @dataclass(frozen=True, kw_only=True)
 class LockHolder:
     """The command that holds (or held) a run folder."""

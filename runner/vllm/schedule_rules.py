@@ -1,5 +1,5 @@
 """vLLM's own validator of a draft-count schedule (`num_speculative_tokens_per_batch_size`), the same in 0.26 and
-0.32; runner.measurement.draft_schedule keeps the runner's statement of its rules."""
+0.32; runner.numerics.draft_schedule keeps the runner's statement of its rules."""
 from __future__ import annotations
 
 from runner.vllm.versions import Check

@@ -6,7 +6,7 @@ from typing import Mapping, Optional, Sequence
 
 from runner.spec_arm import SPEC_METHODS, SpecArm
 
-# The key of a draft-count schedule (runner.measurement.draft_schedule): k per batch-size range.
+# The key of a draft-count schedule (runner.numerics.draft_schedule): k per batch-size range.
 SCHEDULE_KEY = "num_speculative_tokens_per_batch_size"
 
 

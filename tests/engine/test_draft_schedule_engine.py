@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import pytest
 
-from runner.measurement.spec_predict import predict_acceptance
-from runner.measurement.step_cost import predict_speeds
+from runner.numerics.spec_predict import predict_acceptance
+from runner.numerics.step_cost import predict_speeds
 from runner.sinks.parquet import read_frame, read_rows
 from tests.support.cli import run_cli
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from runner.measurement.measured_best_k import measured_choices
-from runner.measurement.step_cost import contenders, predict_speeds
+from runner.numerics.measured_best_k import measured_choices
+from runner.numerics.step_cost import contenders, predict_speeds
 from runner.sinks.parquet import read_frame, read_rows
 from tests.support.cli import run_cli
 

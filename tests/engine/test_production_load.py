@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from runner.measurement.arrivals import gaps
-from runner.measurement.traces import read_trace
+from runner.traffic.traces import read_trace
 from runner.sinks.parquet import read_frame
 
 from tests.support.cli import run_cli

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from runner.measurement.traces import Selection, read_trace
+from runner.traffic.traces import Selection, read_trace
 from runner.sinks.parquet import read_frame
 
 from tests.support.cli import run_cli

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from runner.measurement.rate_bracket import round_rate
+from runner.numerics.rate_bracket import round_rate
 from runner.sinks.parquet import read_frame
 from tests.support.cli import run_cli
 

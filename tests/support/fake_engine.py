@@ -51,7 +51,7 @@ class SlowEngine(StandInEngine):
 
 def char_renderer(mode):
     """A renderer over a tokenizer without a chat template (every setting renders raw)."""
-    from runner.measurement.chat import ChatRenderer
+    from runner.traffic.chat import ChatRenderer
 
     return ChatRenderer(_CharTokenizer(), mode)
 

@@ -5,7 +5,8 @@ The rules, over `import` statements read with `ast` (no module is imported here)
   runner.scheduling (the driver);
 - runner.execution (the actor side) never imports runner.scheduling (the driver);
 - the driver's pure modules (PURE_DRIVER) import no Ray, not even inside a function;
-- plan (pure grid expansion and validation) also never imports runner.sinks or runner.report;
+- plan (pure grid expansion and validation) also never imports runner.sinks or runner.report, except the reader
+  of an earlier run's measured acceptance (runner.sinks.measured_acceptance; see EXCEPTIONS);
 - report (reports from persisted files only) also never imports runner.sinks, except the Parquet sink's read
   helpers (`from runner.sinks.parquet import has_table, read_frame, ...`; see READ_HELPERS);
 - models, measurement and sinks never import runner.report;
@@ -18,7 +19,14 @@ The rules, over `import` statements read with `ast` (no module is imported here)
 - nothing outside runner.vllm imports vllm, not even inside a function; runner.vllm's pure builders import none;
 - only runner/__main__.py imports runner.cli (the entry point sits on top of everything), and only runner.cli
   imports runner.command (the commands' orchestration, just below it);
-- no import cycles between runner's modules.
+- numerics (pure decision numerics) imports only the shared values and runner.vllm's rules; traffic (the driver's
+  readers of traces, prompt files and chat rendering) imports no runner package; measurement (what the actor
+  runs) reads no config, plan, model or persisted result;
+- no import cycles between runner's modules, nor between its packages (a package-level loop: a -> b -> a through
+  any modules);
+- the house has floors (FLOORS, lowest first): each package or top-level module of runner/ stands on one, and
+  imports only from floors below its own, never across or back up. The entry point (runner/__main__.py) stands
+  above every floor. A new package must be given a floor here.
 """
 from __future__ import annotations
 
@@ -34,10 +42,19 @@ FORBIDDEN = {  # package under runner/ -> what nothing in it may import
                "runner.command"),
     "plan": ("runner.execution", "runner.pool", "runner.scheduling", "runner.sinks", "runner.report", "runner.cli",
              "runner.command"),
+    # Pure decision numerics, low down: config/, plan/, report/ and the actor's workloads all read them.
+    "numerics": ("runner.traffic", "runner.measurement", "runner.sinks", "runner.config", "runner.models",
+                 "runner.plan", "runner.execution", "runner.pool", "runner.scheduling", "runner.report",
+                 "runner.cli", "runner.command", "runner.labels", "runner.summary"),
+    # The driver's readers of the traffic a run replays: traces, prompt files, chat rendering.
+    "traffic": ("runner.numerics", "runner.measurement", "runner.sinks", "runner.config", "runner.models",
+                "runner.plan", "runner.execution", "runner.pool", "runner.scheduling", "runner.report",
+                "runner.cli", "runner.command", "runner.vllm", "runner.schema", "runner.labels", "runner.summary"),
+    # What the actor runs: workloads, their prompts and arrivals, latency math, counters, rows.
     "measurement": ("runner.execution", "runner.pool", "runner.scheduling", "runner.report", "runner.cli",
-                    "runner.command"),
+                    "runner.command", "runner.sinks", "runner.config", "runner.plan", "runner.models"),
     "sinks": ("runner.execution", "runner.pool", "runner.scheduling", "runner.report", "runner.cli",
-              "runner.command", "runner.vllm"),
+              "runner.command", "runner.vllm", "runner.config", "runner.plan", "runner.models"),
     "report": ("runner.execution", "runner.pool", "runner.scheduling", "runner.sinks", "runner.cli",
                "runner.command"),
     "execution": ("runner.pool", "runner.scheduling", "runner.report", "runner.cli", "runner.command"),
@@ -46,8 +63,30 @@ FORBIDDEN = {  # package under runner/ -> what nothing in it may import
     "scheduling": ("runner.report", "runner.cli", "runner.command"),
     "config": ("runner.vllm",),
     "vllm": ("runner.config", "runner.plan", "runner.execution", "runner.measurement", "runner.models",
-             "runner.scheduling", "runner.sinks", "runner.report", "runner.cli", "runner.command"),
+             "runner.scheduling", "runner.sinks", "runner.report", "runner.cli", "runner.command",
+             "runner.numerics", "runner.traffic"),
 }
+# The floors, lowest first: a package (or top-level module) of runner/ imports only from floors below its own.
+FLOORS = (
+    ("spec_arm", "slo", "cache"),  # shared values: import no runner package
+    ("schema",),  # the one result schema (it names the speculative arm)
+    ("vllm",),  # the seam with vLLM
+    ("labels",),
+    ("numerics", "traffic"),  # pure decision numerics; the driver's readers of traces, prompt files, chat
+    ("measurement",),  # what the actor runs
+    ("sinks",),  # Parquet, W&B, and reading a run folder's persisted trials back
+    ("config",),
+    ("models",),
+    ("plan",),
+    ("execution",),  # the actor side
+    ("pool",),
+    ("scheduling",),  # the driver
+    ("report", "summary"),  # from persisted files only
+    ("command",),
+    ("cli",),
+)
+# `python -m runner`: above every floor.
+ENTRY_POINTS = ("runner.__main__",)
 # The driver's policies and descriptions: plain logic over the plan and the settings, testable without Ray.
 PURE_DRIVER = ("order", "residency", "stops", "device", "settings", "describe", "actor_spec", "race", "lane",
                "startup_order")
@@ -58,6 +97,9 @@ PURE_POOL = ("identity", "member")
 READ_HELPERS = {"table_path", "parts_dir", "part_files", "has_table", "read_table", "read_frame", "read_rows"}
 EXCEPTIONS = {  # (package, forbidden prefix) -> (module it may import, the names it may take from it)
     ("report", "runner.sinks"): ("runner.sinks.parquet", READ_HELPERS),
+    # An arm may name an earlier run's measurements (`measured:<run folder>`, `auto:<run folder>`): the plan reads
+    # them through the sinks' reader of persisted trials, and nothing that writes.
+    ("plan", "runner.sinks"): ("runner.sinks.measured_acceptance", {"measured_rates", "measured_schedule"}),
 }
 # runner.vllm's pure builders: what the report may import of it (they import no vllm).
 VLLM_PURE = ("runner.vllm.spec_config", "runner.vllm.serve")
@@ -159,19 +201,20 @@ def test_only_the_entry_point_imports_the_cli():
 
 
 def test_only_the_cli_imports_the_commands():
-    importers = sorted(name for name in MODULES if not within(name, "runner.command") and name != "runner.cli"
+    importers = sorted(name for name in MODULES if not within(name, "runner.command")
+                       and name not in ("runner.cli", *ENTRY_POINTS)
                        and any(within(t, "runner.command") for _, t, _ in imports(name)))
     assert not importers
 
 
-def test_no_import_cycles():
-    graph = {name: {t for _, t, _ in imports(name) if t in MODULES and t != name} for name in MODULES}
+def strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The groups of more than one node that reach each other (Tarjan)."""
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
     cycles = []
 
-    def visit(v: str) -> None:  # Tarjan's strongly connected components
+    def visit(v: str) -> None:
         index[v] = low[v] = len(index)
         stack.append(v)
         for w in graph[v]:
@@ -193,7 +236,63 @@ def test_no_import_cycles():
     for v in graph:
         if v not in index:
             visit(v)
-    assert not cycles
+    return cycles
+
+
+def test_no_import_cycles():
+    graph = {name: {t for _, t, _ in imports(name) if t in MODULES and t != name} for name in MODULES}
+    assert not strongly_connected(graph)
+
+
+def room(name: str) -> str | None:
+    """The package or top-level module of runner/ a module belongs to (None: an entry point, or runner itself)."""
+    if name in ENTRY_POINTS or name == "runner":
+        return None
+    return name.split(".")[1]
+
+
+def package_arrows() -> dict[tuple[str, str], list[str]]:
+    """(from, to) between runner's packages -> the imports that draw that arrow."""
+    arrows: dict[tuple[str, str], list[str]] = {}
+    for name in MODULES:
+        for line, target, imported in imports(name):
+            if not within(target, "runner") or target == "runner":
+                continue
+            source, dest = room(name), room(target if target in MODULES else f"{target}.{imported}")
+            if source and dest and source != dest:
+                arrows.setdefault((source, dest), []).append(f"{MODULES[name].relative_to(RUNNER.parent)}:{line} "
+                                                           f"imports {target}")
+    return arrows
+
+
+def test_no_package_loop():
+    graph: dict[str, set[str]] = {}
+    for source, dest in package_arrows():
+        graph.setdefault(source, set()).add(dest)
+        graph.setdefault(dest, set())
+    assert not strongly_connected(graph)
+
+
+def test_every_package_stands_on_a_floor():
+    floored = [room for floor in FLOORS for room in floor]
+    assert len(floored) == len(set(floored))
+    rooms = {room(name) for name in MODULES} - {None}
+    assert rooms == set(floored), f"without a floor: {sorted(rooms - set(floored))}; gone: {sorted(set(floored) - rooms)}"
+
+
+def test_no_arrow_runs_back_up():
+    floor = {room: level for level, rooms in enumerate(FLOORS) for room in rooms}
+    found = [f"{source} (floor {floor[source]}) -> {dest} (floor {floor[dest]}): " + "; ".join(lines)
+             for (source, dest), lines in sorted(package_arrows().items())
+             if floor.get(dest, -1) >= floor.get(source, -1)]
+    assert not found, "\n".join(found)
+
+
+def test_the_floor_rule_is_not_vacuous():
+    arrows = package_arrows()
+    assert ("measurement", "numerics") in arrows and ("plan", "config") in arrows
+    assert room("runner.__main__") is None and room("runner.report.__main__") == "report"
+    assert room("runner.numerics.stats") == "numerics" and room("runner.schema") == "schema"
 
 
 def test_only_the_seam_imports_vllm():

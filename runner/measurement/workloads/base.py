@@ -9,9 +9,9 @@ from runner.measurement.latency import Timeline
 from runner.schema import RequestRecord
 
 if TYPE_CHECKING:
-    from runner.measurement.chat import ChatRenderer
+    from runner.traffic.chat import ChatRenderer
     from runner.measurement.sampling import Sampling
-from runner.measurement.deciding import (  # noqa: F401  (re-exported: each workload names its metric)
+from runner.numerics.deciding import (  # noqa: F401  (re-exported: each workload names its metric)
     DECODE_SPEED, DECODE_SPEED_PER_RUN, FIRST_REQUEST_TTFT_P50, REPEAT_TTFT_P50, TTFT_P50, TURN2_TTFT_P50,
     DecidingMetric)
 
@@ -49,7 +49,7 @@ class Engine(Protocol):
     def encode_text(self, text: str) -> list[int]: ...
 
     def chat_renderer(self, mode: str) -> "ChatRenderer":
-        """The model's tokenizer under a `chat_template` setting (runner.measurement.chat)."""
+        """The model's tokenizer under a `chat_template` setting (runner.traffic.chat)."""
         ...
 
     async def generate_batch(self, *, prompts: list[list[int]], max_tokens: int, sessions: list[int],
@@ -104,7 +104,7 @@ class WorkloadParams:
 
     def with_prompts(self, tokenizer) -> "WorkloadParams":
         """The params as the driver ships them to the actors: data files read, prompts measured with the model's
-        tokenizer (runner.measurement.chat). Default: as they are."""
+        tokenizer (runner.traffic.chat). Default: as they are."""
         return self
 
     def prompt_problems(self, *, tokenizer, max_model_lens: list[int]) -> list[str]:

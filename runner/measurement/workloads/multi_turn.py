@@ -6,7 +6,7 @@ finds the history in the cache (cached tokens > 0); without it, it re-prefills
 the whole history. The figure is TTFT per turn (turn 1 is the first follow-up).
 Open loop (`arrival: poisson | gamma`): `num_sessions` sessions start on a seeded schedule at
 `request_rate` (sessions per second); the turns inside a session stay closed-loop.
-Each session is a chat (runner.measurement.chat): with the tokenizer's chat template (`chat_template: auto`) the
+Each session is a chat (runner.traffic.chat): with the tokenizer's chat template (`chat_template: auto`) the
 turns are user messages and the answers assistant messages, the template's tokens added around them; `raw` sends
 the tokens alone.
 """
@@ -17,7 +17,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Optional
 
-from runner.measurement.chat import ChatRenderer, ChatTemplate, check_chat_template
+from runner.traffic.chat import ChatRenderer, ChatTemplate, check_chat_template
 from runner.measurement.prompts import derived_seed, prompt_maker
 from runner.measurement.workloads.base import TURN2_TTFT_P50, RequestResult, TrialContext, Workload
 from runner.measurement.workloads.open_loop import OpenLoopParams, on_schedule

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, ClassVar, Optional, Sequence
 
 from runner.measurement.arrivals import Arrival, parse_rate, send_offsets
-from runner.measurement.rate_probe import ProbeVerdict, StopRule, verdict_columns
+from runner.numerics.rate_probe import ProbeVerdict, StopRule, verdict_columns
 from runner.measurement.workloads.base import Engine, RequestResult, WorkloadParams
 
 # Arrivals of an open-loop shape's unmeasured warm-up (all at once): enough to batch, short enough to be cheap.
@@ -37,7 +37,7 @@ class OpenLoopParams(WorkloadParams):
     # ceil(rate × max_duration_s))) of the N asked for (null: all N; a low rate's N would take minutes).
     max_duration_s: Optional[float] = None
     # Open loop at a finite rate, under a TTFT target (slo.ttft): stop sending once the probe is decided
-    # (runner.measurement.rate_probe); its figures then cover the requests sent up to the stop. The rate search
+    # (runner.numerics.rate_probe); its figures then cover the requests sent up to the stop. The rate search
     # sets it on its probes below saturation (at request_rate=inf it stops nothing: every request leaves at once).
     stop_when_decided: bool = False
 
@@ -116,7 +116,7 @@ class OpenLoopParams(WorkloadParams):
 
 class ProbeMonitor:
     """Watches an open-loop probe's requests and, with `stop`, ends its sends once the stop rule decides it
-    (runner.measurement.rate_probe); without, it only judges the probe at its end (saturation)."""
+    (runner.numerics.rate_probe); without, it only judges the probe at its end (saturation)."""
 
     TICK_S = 0.05  # how often the rule looks (its arithmetic is over at most num_requests values)
 

@@ -1,4 +1,4 @@
-"""A prompt set from a file (ShareGPT, MT-Bench / Spec-Bench questions, plain JSONL; runner.measurement.prompt_sets):
+"""A prompt set from a file (ShareGPT, MT-Bench / Spec-Bench questions, plain JSONL; runner.traffic.prompt_sets):
 each conversation is a session whose turns are sent one after the other, the history (earlier turns and the
 model's own answers) re-sent each turn; every request keeps its conversation's category, so the report can give
 acceptance and decode speed per category, and re-weighted to a production `mix`.
@@ -6,7 +6,7 @@ acceptance and decode speed per category, and re-weighted to a production `mix`.
 Closed loop: `concurrency` sessions at a time, each taking the next conversation when its last one is done.
 Open loop (`arrival: poisson | gamma`): conversations start on the clock at `request_rate` (sessions per
 second), their turns closed-loop inside. Output is `output_len` tokens a turn (EOS ignored), so that every
-category decodes the same length. Prompts are rendered as chat requests (runner.measurement.chat; `chat_template:
+category decodes the same length. Prompts are rendered as chat requests (runner.traffic.chat; `chat_template:
 raw` for plain text); a prompt over its limit is refused before start unless `over_length: clip` says otherwise.
 The file is read on the driver and its conversations travel with the trial (no node but the driver needs it).
 """
@@ -19,8 +19,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from runner.measurement.chat import ChatRenderer, ChatTemplate, RenderedSession, check_chat_template
-from runner.measurement.prompt_sets import (Conversation, PromptFormat, PromptSetError, UNCATEGORISED, categories,
+from runner.traffic.chat import ChatRenderer, ChatTemplate, RenderedSession, check_chat_template
+from runner.traffic.prompt_sets import (Conversation, PromptFormat, PromptSetError, UNCATEGORISED, categories,
                                             read_prompt_file, stratified_sample)
 from runner.measurement.workloads.base import DECODE_SPEED, RequestResult, TrialContext, Workload
 from runner.measurement.workloads.open_loop import WARMUP_ARRIVALS, OpenLoopParams, on_schedule

@@ -1,5 +1,5 @@
 """Trace replay: a request trace (Mooncake JSONL, Azure LLM inference CSV, BurstGPT CSV;
-runner.measurement.traces) sent on the trace's own clock (× `time_scale`), each request with its input and output
+runner.traffic.traces) sent on the trace's own clock (× `time_scale`), each request with its input and output
 lengths, and prompts rebuilt from its hash ids so that requests sharing ids share those prefix blocks. A run
 replays the part it selects (a time window, a request range, a seeded sample) as recorded; a request over
 max_model_len is refused, skipped or clipped as `over_max_model_len` says, counted per trial. Open loop by nature:
@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from runner.measurement.prompts import derived_seed, prompt_maker
-from runner.measurement.traces import (OverLength, Selection, TraceError, TraceFile, TraceFormat, TraceRequest, fit,
+from runner.traffic.traces import (OverLength, Selection, TraceError, TraceFile, TraceFormat, TraceRequest, fit,
                                        read_trace_file, send_offsets, trace_prompt)
 from runner.measurement.workloads.base import TTFT_P50, RequestResult, TrialContext, Workload, WorkloadParams
 from runner.measurement.workloads.open_loop import WARMUP_ARRIVALS, on_schedule

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from runner.config.sections import SweepSection
 from runner.config.store import load_config
-from runner.measurement.stats import TIE_BAND
+from runner.numerics.stats import TIE_BAND
 from runner.config.report import parse_settings
 
 

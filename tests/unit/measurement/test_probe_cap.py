@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 
 from runner.config.store import load_config
-from runner.measurement.rate_bracket import line_params
+from runner.numerics.rate_bracket import line_params
 from runner.measurement.workloads.decode import DecodeParams
 from runner.measurement.workloads.open_loop import CAPPED_MIN_ARRIVALS
 from runner.plan.stages import adaptive_study

@@ -8,7 +8,7 @@ import pytest
 
 from runner.config.checks import ConfigError
 from runner.config.store import load_config
-from runner.measurement.rate_bracket import (BracketState, RatePoint, bracket, line_params, rates_between,
+from runner.numerics.rate_bracket import (BracketState, RatePoint, bracket, line_params, rates_between,
                                              round_rate)
 from runner.plan.rate_search import line_points
 from runner.plan.stages import adaptive_study

@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from runner.measurement.race import RaceSample, race_eliminations, trial_sample
-from runner.measurement.decision import Candidate, DecisionKind, decide
-from runner.measurement.stats import ratio_interval
+from runner.numerics.race import RaceSample, race_eliminations
+from runner.numerics.decision import Candidate, DecisionKind, decide
+from runner.numerics.stats import ratio_interval
 from runner.report.build import analyse, write_report
 from runner.report.load import load_results
 from runner.report.samples import UnknownWorkload, deciding_metric
 from runner.report.pareto import front_mask
 from runner.config.report import ReportSettings, ReportSettingsError, parse_settings
 from runner.report.verdict import TIE_OUTCOME, TOO_FEW_OUTCOME
-from runner.schema import RequestRecord, TrialRecord
 from runner.slo import Metric, Slo, Target
 
 from tests.support.results import Sweep, slo_study
@@ -78,7 +77,7 @@ def test_three_repeats_that_merely_separate_are_a_tie():
     1.03-1.37x, a second fresh run a tie. Three against three reach 90 % at most without a model of the noise
     (the whole range of pairwise ratios) and Welch's t on log values (t = 3.3 at ~3 degrees of freedom) reaches
     below 1: a tie."""
-    from runner.measurement.stats import pairwise_ratio_bounds, welch_ratio_bounds
+    from runner.numerics.stats import pairwise_ratio_bounds, welch_ratio_bounds
 
     mtp, off = [256.06, 253.16, 235.33], [228.77, 187.0, 214.21]
     result = _two(mtp, off)
@@ -91,7 +90,7 @@ def test_three_repeats_that_merely_separate_are_a_tie():
 def test_the_distribution_free_bounds_follow_the_mann_whitney_table():
     from math import comb
 
-    from runner.measurement.stats import _rank_sum_counts, _t_quantile, pairwise_ratio_bounds
+    from runner.numerics.stats import _rank_sum_counts, _t_quantile, pairwise_ratio_bounds
 
     for m, n in ((3, 3), (4, 4), (5, 5), (3, 5)):
         counts = _rank_sum_counts(m, n)
@@ -171,17 +170,6 @@ def test_race_eliminates_a_planted_loser_and_not_a_tie():
     # Too few rounds: nothing is decided yet (below the verdict's 3 repeats, a stopped arm could not be called behind).
     assert race_eliminations(_samples({"a": [100], "b": [50]})) == {}
     assert race_eliminations(_samples({"a": [100, 101], "b": [50, 51]})) == {}
-
-
-def test_trial_sample_uses_the_workload_metric():
-    base = dict(model="m", sweep="s", run_id="r", trial_id="t", engine_id="e", workload_params_json="{}")
-    decode = TrialRecord(workload="decode", decode_tok_s_per_session=42.0, **base)
-    assert trial_sample(decode, []) == 42.0
-    multi = TrialRecord(workload="multi_turn", **base)
-    requests = [RequestRecord(sweep="s", run_id="r", trial_id="t", engine_id="e", request_index=i, turn=i % 3,
-                              ttft_s=t) for i, t in enumerate([2.0, 0.2, 0.3, 2.0, 0.4, 0.5])]
-    assert trial_sample(multi, requests) == pytest.approx(0.3)  # median of turn-1 TTFTs 0.2, 0.4
-    assert trial_sample(TrialRecord(workload="decode", status="failed", **base), []) is None
 
 
 def test_race_stops_are_reported_with_the_time_saved(tmp_path):

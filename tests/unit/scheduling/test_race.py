@@ -1,7 +1,10 @@
 """The race's stop rule as the driver keeps it: no samples while not racing, eliminations after a round."""
 from __future__ import annotations
 
-from runner.scheduling.race import Race
+import pytest
+
+from runner.scheduling.race import Race, trial_sample
+from runner.schema import RequestRecord, TrialRecord
 from tests.unit.scheduling.plans import rounds_plan
 
 
@@ -22,3 +25,14 @@ def test_an_eliminated_arm_names_its_reason_and_round():
     assert race.elimination(plan.trials_of("e1")[0]) == "behind e0 (round 2)"
     assert race.elimination(plan.trials_of("e0")[0]) is None
     assert race.arm("e0") == race.arm("e0") and race.arm("unknown") == "unknown"
+
+
+def test_trial_sample_uses_the_workload_metric():
+    base = dict(model="m", sweep="s", run_id="r", trial_id="t", engine_id="e", workload_params_json="{}")
+    decode = TrialRecord(workload="decode", decode_tok_s_per_session=42.0, **base)
+    assert trial_sample(decode, []) == 42.0
+    multi = TrialRecord(workload="multi_turn", **base)
+    requests = [RequestRecord(sweep="s", run_id="r", trial_id="t", engine_id="e", request_index=i, turn=i % 3,
+                              ttft_s=t) for i, t in enumerate([2.0, 0.2, 0.3, 2.0, 0.4, 0.5])]
+    assert trial_sample(multi, requests) == pytest.approx(0.3)  # median of turn-1 TTFTs 0.2, 0.4
+    assert trial_sample(TrialRecord(workload="decode", status="failed", **base), []) is None

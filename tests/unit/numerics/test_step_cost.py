@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from runner.measurement.step_cost import contenders, interpolate, predict_speeds
+from runner.numerics.step_cost import contenders, interpolate, predict_speeds
 
 
 def _row(method="mtp", k=3, rates=(0.8, 0.6, 0.3), itl=0.016, repeat=0, concurrency=1, batch=None, **extra):
@@ -71,8 +71,8 @@ def test_contenders_are_the_best_and_those_whose_interval_reaches_it():
 
 
 def test_predicted_best_k_per_batch_size_feeds_the_schedule():
-    from runner.measurement.draft_schedule import build_schedule
-    from runner.measurement.step_cost import predicted_best_k
+    from runner.numerics.draft_schedule import build_schedule
+    from runner.numerics.step_cost import predicted_best_k
 
     trials = []
     for r, jitter in enumerate((1.0, 1.01, 0.99)):

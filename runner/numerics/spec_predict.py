@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Optional, Sequence
 
-from runner.measurement.stats import Interval, mean_interval
+from runner.numerics.stats import Interval, mean_interval
 from runner.schema import TrialStatus
 
 CHAIN_DRAFTERS = frozenset({"mtp", "eagle", "eagle3", "draft_model"})

@@ -7,9 +7,9 @@ from pathlib import Path
 
 from typing import Optional
 
-from runner.measurement.draft_schedule import DraftSchedule
-from runner.measurement.measured_best_k import measured_choices
-from runner.measurement.spec_predict import pooled_rates
+from runner.numerics.draft_schedule import DraftSchedule
+from runner.numerics.measured_best_k import measured_choices
+from runner.numerics.spec_predict import pooled_rates
 
 COLUMNS = ["status", "spec_method", "spec_num_drafts", "spec_acceptance_per_position", "spec_schedule",
            "spec_acceptance_profile"]

@@ -1,4 +1,4 @@
-"""A rate probe stops once decided (runner.measurement.rate_probe: the pure rule; the open-loop driver that
+"""A rate probe stops once decided (runner.numerics.rate_probe: the pure rule; the open-loop driver that
 applies it, on a stand-in engine with a queue)."""
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from runner.measurement.latency import Timeline
-from runner.measurement.rate_probe import ProbeDecision, StopRule, misses_allowed, order_bounds
+from runner.numerics.rate_probe import ProbeDecision, StopRule, misses_allowed, order_bounds
 from runner.measurement.workloads import workload_class
 from runner.measurement.workloads.base import RequestResult, TrialContext
 from runner.measurement.workloads.open_loop import probe_monitor

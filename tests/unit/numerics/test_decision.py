@@ -1,11 +1,11 @@
-"""One decision per point (runner.measurement.decision), and every answer the report gives read from it: the
+"""One decision per point (runner.numerics.decision), and every answer the report gives read from it: the
 verdict, the best draft count, the recommendation and the Answer table never disagree (pure: hand-made Parquet)."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from runner.measurement.decision import Candidate, DecisionKind, decide, one_for_all
+from runner.numerics.decision import Candidate, DecisionKind, decide, one_for_all
 from runner.report.build import analyse
 from runner.report.load import load_results
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from runner.measurement.traces import (TraceError, TraceRequest, parse_trace, read_trace, send_offsets,
+from runner.traffic.traces import (TraceError, TraceRequest, parse_trace, read_trace, send_offsets,
                                        shared_prefix_blocks, trace_prompt)
 from runner.measurement.workloads import workload_class
 from runner.measurement.workloads.base import TrialContext
@@ -100,7 +100,7 @@ PUBLIC = Path(__file__).resolve().parents[2] / "fixtures" / "public"
 
 
 def test_azure_llm_inference_csv_reads_natively():
-    from runner.measurement.traces import read_trace_file
+    from runner.traffic.traces import read_trace_file
 
     read = read_trace_file(str(PUBLIC / "azure_llm_conv_2023_199.csv"), "azure")
     assert len(read.requests) == 199 and read.failed == 0
@@ -111,7 +111,7 @@ def test_azure_llm_inference_csv_reads_natively():
 
 
 def test_burstgpt_csv_reads_natively_with_failures_counted_and_the_model_as_category():
-    from runner.measurement.traces import parse_trace_file, read_trace_file
+    from runner.traffic.traces import parse_trace_file, read_trace_file
 
     read = read_trace_file(str(PUBLIC / "burstgpt_head.csv"), "burstgpt")
     assert [(r.timestamp_ms, r.input_length, r.output_length, r.category) for r in read.requests] == [
@@ -139,7 +139,7 @@ def test_burstgpt_csv_reads_natively_with_failures_counted_and_the_model_as_cate
     ("Timestamp,Request tokens,Response tokens\n5,1,0\n", "burstgpt", "t: no requests (1 recorded as failed)"),
 ])
 def test_a_trace_in_another_format_names_the_one_it_is(text, fmt, message):
-    from runner.measurement.traces import parse_trace_file
+    from runner.traffic.traces import parse_trace_file
 
     with pytest.raises(TraceError) as info:
         parse_trace_file(text, name="t", fmt=fmt)
@@ -152,7 +152,7 @@ def reqs(*spec):
 
 
 def test_a_selection_takes_a_window_then_a_range_then_a_seeded_sample():
-    from runner.measurement.traces import Selection
+    from runner.traffic.traces import Selection
 
     trace = reqs(*[(1000.0 * i, 10, 2) for i in range(10)])  # one a second
     window = Selection(start_s=2, end_s=7).apply(trace)
@@ -166,7 +166,7 @@ def test_a_selection_takes_a_window_then_a_range_then_a_seeded_sample():
 
 
 def test_over_length_requests_are_refused_skipped_or_clipped_and_counted():
-    from runner.measurement.traces import fit
+    from runner.traffic.traces import fit
 
     trace = reqs((0, 10, 2), (1, 100, 20), (2, 5, 60), (3, 30, 2))
     refused = fit(trace, max_model_len=50, policy="refuse")

@@ -6,7 +6,7 @@ import shlex
 
 import pytest
 
-from runner.measurement.draft_schedule import DraftSchedule, ScheduleError, build_schedule, check_with_vllm
+from runner.numerics.draft_schedule import DraftSchedule, ScheduleError, build_schedule, check_with_vllm
 from runner.spec_arm import SpecArm
 from runner.vllm.serve import serve_command
 from runner.vllm.spec_config import speculative_config

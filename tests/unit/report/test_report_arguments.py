@@ -1,13 +1,11 @@
-"""The subcommands' argument checks and a run folder's damaged config.yaml (pure, on temporary folders): each
+"""The report command's argument checks and a run folder's damaged config.yaml (pure, on temporary folders): each
 problem names its fix, and checking creates nothing."""
 from __future__ import annotations
 
-import socket
-
 import pytest
 
-from runner.config.arguments import out_folder_problem, pool_problems, report_problems, run_folder_problem
 from runner.config.resume import RunFolderConfigUnreadable, load_saved_config, unreadable_reason
+from runner.report.arguments import out_folder_problem, report_problems, run_folder_problem
 from runner.spec_arm import SPEC_METHODS
 from tests.support.results import decode_study
 
@@ -47,26 +45,6 @@ def test_report_flags_follow_the_config_blocks_rules(run):
     assert "fix: --bandwidth-tbs" in report_problems(folders=[run], out=None, bandwidth_tbs=0.0)[0]
 
 
-def test_pool_names_follow_execution_pools_rule():
-    assert pool_problems(action="release", names=["default", "exp-2.b"], every=False, address=None) == []
-    (problem,) = pool_problems(action="release", names=["../x"], every=False, address=None)
-    assert "fix: vllm-sweep pool release x" in problem
-    assert "not both" in pool_problems(action="release", names=["a"], every=True, address=None)[0]
-
-
-def test_an_address_is_checked_for_form_then_for_an_answer():
-    assert "must be a number in 1–65535" in pool_problems(action="list", names=[], every=False,
-                                                          address="host:70000")[0]
-    with socket.socket() as silent:
-        silent.bind(("127.0.0.1", 0))
-        silent.listen()
-        port = silent.getsockname()[1]
-        from runner.config.arguments import unreachable
-
-        assert "no answer within 0.5 s" in unreachable(f"127.0.0.1:{port}", timeout_s=0.5)
-    assert unreachable("auto") is None
-
-
 @pytest.mark.parametrize("text, reason", [
     (b"a: [1\n", "not valid YAML"),
     (b"   \n", "it is empty"),
@@ -93,14 +71,3 @@ def test_one_rule_for_a_draft_count():
     mtp = SPEC_METHODS["mtp"]
     assert mtp.accepts(1) and mtp.accepts(8) and not mtp.accepts(9) and not mtp.accepts(0)
     assert not mtp.accepts(True) and not mtp.accepts(2.0)
-
-
-def test_the_gcs_call_the_address_probe_makes_is_one_the_installed_ray_serves():
-    import importlib.util
-    from pathlib import Path
-
-    from runner.config.arguments import GCS_PROBE
-
-    (folder,) = importlib.util.find_spec("ray").submodule_search_locations[:1]
-    stubs = Path(folder) / "core" / "generated" / "gcs_service_pb2_grpc.py"
-    assert GCS_PROBE.lstrip("/") in stubs.read_text()

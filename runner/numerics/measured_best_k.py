@@ -12,11 +12,11 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Optional
 
-from runner.measurement.decision import Candidate, decide
-from runner.measurement.draft_schedule import DraftSchedule, build_schedule
-from runner.measurement.spec_predict import _plain, static_k_rows
-from runner.measurement.step_cost import POINT_COLUMNS, batch_size
-from runner.measurement.stats import MIN_REPEATS, TIE_BAND
+from runner.numerics.decision import Candidate, decide
+from runner.numerics.draft_schedule import DraftSchedule, build_schedule
+from runner.numerics.spec_predict import _plain, static_k_rows
+from runner.numerics.step_cost import POINT_COLUMNS, batch_size
+from runner.numerics.stats import MIN_REPEATS, TIE_BAND
 
 # A schedule is one per workload point and engine family: the point without its load.
 FAMILY_COLUMNS = tuple(c for c in POINT_COLUMNS if c != "concurrency")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from runner.measurement.prompt_sets import PromptSetError, categories, parse_prompt_set, read_prompt_set
+from runner.traffic.prompt_sets import PromptSetError, categories, parse_prompt_set, read_prompt_set
 from runner.measurement.workloads import workload_class
 from runner.measurement.workloads.base import TrialContext
 
@@ -152,7 +152,7 @@ def test_public_mt_bench_questions_sample_stratified_by_category_not_the_first_n
 
 
 def test_stratified_sample_keeps_shares_and_small_categories():
-    from runner.measurement.prompt_sets import Conversation, stratified_sample
+    from runner.traffic.prompt_sets import Conversation, stratified_sample
 
     convs = [Conversation(where=f"l{i}", turns=("x",), category="a" if i < 90 else "b") for i in range(100)]
     drawn = stratified_sample(convs, 10, seed=0)
@@ -169,7 +169,7 @@ def test_spec_bench_is_reported_by_its_tasks():
 
 
 def test_public_sharegpt_with_tool_turns_keeps_the_human_turns():
-    from runner.measurement.prompt_sets import read_prompt_file
+    from runner.traffic.prompt_sets import read_prompt_file
 
     read = read_prompt_file(str(PUBLIC / "sharegpt_glaive_toolcall_12.json"), "sharegpt")
     assert len(read.conversations) == 12 and read.skipped_messages == 0
@@ -191,7 +191,7 @@ def test_system_prompts_are_kept():
 
 
 def test_openai_messages_jsonl_with_content_parts_and_null_messages_counted():
-    from runner.measurement.prompt_sets import parse_prompt_file
+    from runner.traffic.prompt_sets import parse_prompt_file
 
     lines = [
         {"messages": [{"role": "user", "content": [{"type": "text", "text": "look"},
@@ -207,7 +207,7 @@ def test_openai_messages_jsonl_with_content_parts_and_null_messages_counted():
 
 
 def test_null_sharegpt_message_is_skipped_and_counted_not_fatal():
-    from runner.measurement.prompt_sets import parse_prompt_file
+    from runner.traffic.prompt_sets import parse_prompt_file
 
     text = json.dumps([{"conversations": [{"from": "human", "value": "a"}, {"from": "gpt", "value": None},
                                           None, {"from": "human", "value": "b"}]}])

@@ -2,19 +2,17 @@
 
 After a round, an arm stops for the remaining rounds of a workload when, at
 every point of that workload, it is outside the decision's tied-for-first set
-(runner.measurement.decision, the report's own rule): the 95 % interval of
+(runner.numerics.decision, the report's own rule): the 95 % interval of
 leader / arm lies wholly above 1 + tie_band. An arm that ties the leader
 anywhere, or lacks `min_rounds` samples at a point, keeps running.
 """
 from __future__ import annotations
 
-import statistics
 from dataclasses import dataclass
-from typing import Optional, Sequence
+from typing import Sequence
 
-from runner.measurement.decision import Candidate, DecisionKind, decide
-from runner.measurement.stats import TIE_BAND
-from runner.schema import TrialStatus
+from runner.numerics.decision import Candidate, DecisionKind, decide
+from runner.numerics.stats import TIE_BAND
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -26,45 +24,6 @@ class RaceSample:
     round: int
     value: float
     higher_is_better: bool
-
-
-def _request_values(requests: Sequence, metric) -> list[float]:
-    selection = metric.requests
-    values = []
-    for r in requests:
-        if getattr(r, "error", None):
-            continue
-        if selection.turn is not None and r.turn != selection.turn:
-            continue
-        if selection.phases is not None and r.phase not in selection.phases:
-            continue
-        value = getattr(r, metric.column, None)
-        if value is None:
-            continue
-        if selection.reciprocal:
-            if value <= 0:
-                continue
-            value = 1.0 / value
-        values.append(float(value))
-    return values
-
-
-def trial_sample(trial, requests) -> Optional[float]:
-    """A finished trial's deciding value (its workload's declared metric); None when it has none.
-
-    A metric over requests takes the median of the selected requests (fixed_task: of its measured runs), so
-    that one trial gives one sample per round.
-    """
-    from runner.measurement.workloads import workload_class
-
-    if getattr(trial, "status", TrialStatus.OK) != TrialStatus.OK:
-        return None
-    metric = workload_class(trial.workload).deciding
-    if metric.requests is None:
-        value = getattr(trial, metric.column, None)
-        return None if value is None else float(value)
-    values = _request_values(requests, metric)
-    return statistics.median(values) if values else None
 
 
 def _by_point(samples: Sequence[RaceSample]) -> dict[str, dict[str, list[RaceSample]]]:
@@ -82,7 +41,7 @@ MIN_ROUNDS = 3
 def race_eliminations(samples: Sequence[RaceSample], *, tie_band: float = TIE_BAND, min_rounds: int = MIN_ROUNDS,
                       seed: int = 0) -> dict[tuple[str, str], str]:
     """(engine_id, workload) -> human reason, for arms outside the decision's tied-for-first set
-    (runner.measurement.decision) at EVERY point of that workload."""
+    (runner.numerics.decision) at EVERY point of that workload."""
     out: dict[tuple[str, str], str] = {}
     workloads: dict[str, list[RaceSample]] = {}
     for s in samples:

@@ -5,9 +5,9 @@ import dataclasses
 
 import pandas as pd
 
-from runner.measurement.converge import interval_settled, settled_points
-from runner.measurement.race import RaceSample
-from runner.measurement.stats import Interval
+from runner.numerics.converge import interval_settled, settled_points
+from runner.numerics.race import RaceSample
+from runner.numerics.stats import Interval
 from runner.report.repeats import repeats_section, repeats_taken
 from runner.schema import CONVERGED, RACE_ELIMINATED, TrialStatus
 from runner.scheduling.race import Race, point_key

@@ -3,7 +3,7 @@
 Every place that names an arm to run (the verdict, the best draft count, choices under a latency target,
 crossovers, the race, the recommendation, the Answer table) reads a Decision; none ranks arms itself, so
 that they cannot disagree. The leader has the best median; an arm ties with it when the 95 % interval of
-leader / arm (runner.measurement.stats.ratio_interval) reaches into the tie band; the choice is the simplest
+leader / arm (runner.numerics.stats.ratio_interval) reaches into the tie band; the choice is the simplest
 arm tied for first: spec off before speculation, a smaller k before a larger one, then the sweep's arm order
 (a tie is a licence to deploy the cheaper configuration, never a coin toss between the top two).
 """
@@ -15,7 +15,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from runner.measurement.stats import MIN_REPEATS, TIE_BAND, Interval, beats, ratio_interval
+from runner.numerics.stats import MIN_REPEATS, TIE_BAND, Interval, beats, ratio_interval
 
 
 class DecisionKind(enum.StrEnum):

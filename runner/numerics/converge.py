@@ -1,7 +1,7 @@
 """Repeats that stop once the answer is settled (`sweep.converge: true`). Pure.
 
 A point (workload × its parameters × load) stops taking repeats, for all of its arms, once its decision
-(runner.measurement.decision, the report's own rule) can no longer move across the tie band's edge: every arm
+(runner.numerics.decision, the report's own rule) can no longer move across the tie band's edge: every arm
 has at least `min_rounds` samples there (the verdict's minimum, race.MIN_ROUNDS), and for every arm behind
 the leader the 95 % interval of leader / arm lies wholly beyond 1 + tie_band (behind for sure) or wholly
 within it (tied for sure). An interval that straddles the edge, or an arm short of samples, keeps the point
@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Mapping, Optional, Sequence
 
-from runner.measurement.decision import Candidate, Decision, DecisionKind, decide
-from runner.measurement.race import MIN_ROUNDS, RaceSample
-from runner.measurement.stats import TIE_BAND, Interval
+from runner.numerics.decision import Candidate, Decision, DecisionKind, decide
+from runner.numerics.race import MIN_ROUNDS, RaceSample
+from runner.numerics.stats import TIE_BAND, Interval
 
 UNSETTLED_KINDS = (DecisionKind.TOO_FEW, DecisionKind.NO_RESULT, DecisionKind.CAPACITY)
 

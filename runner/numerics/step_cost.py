@@ -7,7 +7,7 @@ step times measured at the engines' draft counts (spec off as k = 0) and interpo
 never extrapolates beyond the smallest and largest k measured there.
 
 Predicted decode speed at k = AL(k) / step time (one session) and batch size × AL(k) / step time (the engine),
-AL from runner.measurement.spec_predict (a chain drafter's larger-k engine gives every smaller k). Each repeat
+AL from runner.numerics.spec_predict (a chain drafter's larger-k engine gives every smaller k). Each repeat
 gives one prediction (its own trials only); the interval is over repeats. Step cost also shifts somewhat with
 acceptance at large batches, so a predicted k is a contender to measure, never a figure to deploy unmeasured.
 """
@@ -16,8 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Optional
 
-from runner.measurement.spec_predict import CHAIN_DRAFTERS, GROUP_COLUMNS, _plain, static_k_rows, trial_lengths
-from runner.measurement.stats import Interval, mean_interval
+from runner.numerics.spec_predict import CHAIN_DRAFTERS, GROUP_COLUMNS, _plain, static_k_rows, trial_lengths
+from runner.numerics.stats import Interval, mean_interval
 
 # A workload point where engines of every draft count (and spec off) are compared.
 POINT_COLUMNS = tuple(c for c in GROUP_COLUMNS if c not in ("spec_method", "spec_acceptance_profile"))
@@ -174,7 +174,7 @@ def _reaches(interval: Interval, value: float) -> bool:
 def predicted_best_k(predictions: Iterable[SpeedPrediction], *, method: str, profile: Optional[str] = None,
                      aggregate: bool = True) -> dict[int, list[int]]:
     """Batch size (each point's median requests per step, rounded) → the draft counts tied for first there by
-    prediction (the contenders), for runner.measurement.draft_schedule.build_schedule (ties go to the smaller k;
+    prediction (the contenders), for runner.numerics.draft_schedule.build_schedule (ties go to the smaller k;
     k = 0 where spec off was measured and speculation is predicted to lose). Points of one batch size pool their
     contenders."""
     by_point: dict[tuple, list[SpeedPrediction]] = {}

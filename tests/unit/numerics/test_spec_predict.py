@@ -5,9 +5,9 @@ import math
 
 import pytest
 
-from runner.measurement.spec_predict import (acceptance_lengths, lengths_from_rates, pooled_rates,
+from runner.numerics.spec_predict import (acceptance_lengths, lengths_from_rates, pooled_rates,
                                              predict_acceptance)
-from runner.measurement.stats import mean_interval
+from runner.numerics.stats import mean_interval
 
 
 def test_lengths_from_counters():

@@ -3,7 +3,7 @@ and the rates to measure inside it. Pure (no pandas, no engine).
 
 A point is one offered rate of one line (an arm at one workload point without the rate axes), with each targeted
 figure's repeats in ms; `inf` (saturation) sits at the request throughput it measured. A point whose probes were
-decided (runner.measurement.rate_probe: every repeat's verdict met, or every one missed) meets the targets as
+decided (runner.numerics.rate_probe: every repeat's verdict met, or every one missed) meets the targets as
 decided; an undecided one when the median over repeats of every figure is within its limit (as the report's SLO
 sections judge it). Scanning
 up the rates, the bracket is [the last point meeting the targets, the first one missing them]. It is tight enough
@@ -21,7 +21,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from runner.measurement.stats import interpolate_crossing
+from runner.numerics.stats import interpolate_crossing
 from runner.slo import Slo
 
 # Workload params that set the offered rate: a line of points is everything else.

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from runner.measurement.chat import ChatRenderer, Rendering
+from runner.traffic.chat import ChatRenderer, Rendering
 from runner.measurement.records import RunKeys, trial_row
 from runner.measurement.workloads import workload_class
 from runner.plan import load_checks
@@ -17,7 +17,7 @@ QUESTIONS = str(FIXTURES / "questions_3cat.jsonl")
 
 @pytest.fixture(scope="module")
 def tokenizer():
-    from runner.measurement.chat import load_tokenizer
+    from runner.traffic.chat import load_tokenizer
     from runner.models.tiny import ensure_tiny_model
 
     return load_tokenizer(str(ensure_tiny_model(weights="dummy")))
