@@ -3,6 +3,7 @@ cluster is joined by a command that then refuses. Called at the command-line ent
 command imports what it runs."""
 from __future__ import annotations
 
+import os
 import socket
 from typing import Optional
 
