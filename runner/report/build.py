@@ -153,7 +153,8 @@ def analyse(results: Results, *, bandwidth: float | None = None, settings: Repor
         outcomes=outcomes,
         verdict=answered_verdict(verdict.verdict_table(per_point, trials, capacity=capacity, divergence=divergence,
                                                        min_repeats=s.min_repeats), answers),
-        crossovers=crossings, draft_choices=choices, draft_summary=summary,
+        crossovers=crossings, draft_choices=_without(choices, by_rate.answered),
+        draft_summary=_without(summary, by_rate.answered),
         capacity=capacity, divergence=divergence, degenerate=degenerate, failures=failures,
         bandwidth=flags.bandwidth_shares(points, engines, bandwidth_override=bandwidth),
         slo_choices=slo_choices(figures, **rule) if figures is not None else pd.DataFrame(),
@@ -162,14 +163,18 @@ def analyse(results: Results, *, bandwidth: float | None = None, settings: Repor
         cost=cost_table(trials, gpu_hour_usd=s.gpu_hour_usd) if s.gpu_hour_usd else pd.DataFrame(),
         race=race, recommendation=recommended, answer=answer, answers=answers,
         # A rate search's draft count is its verdict against rate, not a choice per offered rate.
-        draft_lines=draft_count_lines(summary[~summary.workload.isin(by_rate.answered)] if len(summary) else summary,
-                                      choices, trials),
+        # A rate search's draft count is its deployed arm's, not a choice per offered rate.
+        draft_lines=draft_count_lines(_without(summary, by_rate.answered), choices, trials),
         schedules=schedules, schedule_outcomes=schedule_outcomes(points, choices, **rule),
         al_predictions=acceptance_predictions(frames.ran), speed_predictions=predicted_vs_measured(frames.ran),
         rate_points=by_rate.points, highest_rates=by_rate.best, rate_verdicts=by_rate.verdicts, rate_lines=by_rate.lines,
         cache_deficit=deficit, deficit_lines=deficit_lines(deficit),
         blocking=blocking_caveats(config=config, engines=engines, trials=trials, outcomes=per_point,
                                   degenerate=degenerate, divergence=divergence, min_repeats=s.min_repeats))
+
+
+def _without(frame: pd.DataFrame, workloads: list[str]) -> pd.DataFrame:
+    return frame[~frame.workload.isin(workloads)] if len(frame) else frame
 
 
 def render_markdown(a: Analysis, *, plot_files: list[Path]) -> str:

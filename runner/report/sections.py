@@ -74,6 +74,10 @@ def slo_section(a) -> str:
     if not s.slo:
         return section("Under a latency target", "No SLO set (set one with slo.ttft=500 in the sweep, or "
                        "--slo ttft=500 here; targets in ms: ttft, tpot, e2el, at slo.percentile: 50, 90 or 99).")
+    if not len(a.slo_choices) and a.rate_lines:
+        return section("Under a latency target", f"SLO: {s.slo.text()}. This rate search answers it by each arm's "
+                       "highest rate within it (the Answer, and \"Against offered rate\"), not by a choice per "
+                       "offered rate.")
     choices = a.slo_choices.assign(point=a.point_text(a.slo_choices)).drop(columns=["workload_params_json",
                                                                                     "concurrency"])
     choices = choices[["workload", "point", "meeting", "choice", "tok/s per device", "next", "ratio", "verdict"]]
