@@ -15,6 +15,10 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 REAL = "real"
+# The default: real acceptance, except on random weights on a GPU, whose own acceptance means nothing, where every
+# speculative engine takes study B's level (DUMMY_WEIGHTS_RATES). vLLM's CPU build refuses synthetic acceptance.
+AUTO = "auto"
+DUMMY_WEIGHTS_RATES = (0.86, 0.74, 0.64)
 MEASURED_PREFIX = "measured:"
 # speculative_config keys the runner sets from a profile (never passed through spec.<method>).
 SYNTHETIC_KEYS = ("rejection_sample_method", "synthetic_acceptance_rates", "synthetic_acceptance_length")
@@ -79,6 +83,13 @@ class AcceptanceProfile:
         if len(self.rates) < k:
             raise ValueError(f"profile {list(self.rates)} has {len(self.rates)} rates, fewer than k = {k}")
         return {"rejection_sample_method": "synthetic", "synthetic_acceptance_rates": list(self.rates[:k])}
+
+
+def resolve_auto(value: Any, *, dummy_weights: bool, cuda: bool) -> Any:
+    """`auto` as the profile it stands for here (see AUTO); any other value as given."""
+    if not (isinstance(value, str) and value.strip().lower() == AUTO):
+        return value
+    return list(DUMMY_WEIGHTS_RATES) if dummy_weights and cuda else REAL
 
 
 def profile_of_text(text: Optional[str]) -> AcceptanceProfile:

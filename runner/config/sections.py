@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from runner.config.acceptance import AcceptanceProfile
+from runner.config.acceptance import AcceptanceProfile, resolve_auto
 from runner.config.checks import _fix, _g, _is_int, _problems, address_problem, plain_name_problem
 from runner.config.execution import ExecutionSection
 from runner.config.report import ReportSettings, ReportSettingsError, parse_settings as parse_report_settings
@@ -130,7 +130,8 @@ class GridSection:
         "sweep.grid.concurrency=[1,4]", "must be an integer ≥ 1"))
     # Acceptance per speculative engine: real (the model's own), a list of synthetic per-position unconditional
     # rates (vLLM's synthetic rejection; GPU only), or measured:<run folder> (the rates an earlier run measured).
-    spec_acceptance_profile: list[Any] = field(default_factory=lambda: ["real"], metadata=_fix(
+    # auto (the default): real, except with model.load_format=dummy on a GPU: [0.86, 0.74, 0.64] (study B's level).
+    spec_acceptance_profile: list[Any] = field(default_factory=lambda: ["auto"], metadata=_fix(
         "sweep.grid.spec_acceptance_profile=[real,[0.86,0.74,0.64]]", "must be a list of profiles"))
 
     def __post_init__(self):
@@ -220,7 +221,7 @@ def check_grid(grid: GridSection, arms: list[ArmSection] = ()) -> list[str]:
             errors.append(f"max_model_len={n!r} must be an integer ≥ 16 (fix: sweep.grid.max_model_len=[2048])")
     for profile in values["spec_acceptance_profile"]:
         try:
-            AcceptanceProfile.parse(profile)
+            AcceptanceProfile.parse(resolve_auto(profile, dummy_weights=False, cuda=False))
         except ValueError as exc:
             errors.append(f"spec_acceptance_profile {exc} (fix: sweep.grid.spec_acceptance_profile=[real,"
                           f"[0.86,0.74,0.64]], or measured:<run folder>)")

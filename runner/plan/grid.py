@@ -128,8 +128,10 @@ class _ArmPoint:
     scalars: dict[str, list]
 
 
-def _arm_points(sweep: SweepSection, *, max_num_seqs: int) -> list[_ArmPoint]:
-    """Per explicit arm, or once for the grid."""
+def _arm_points(sweep: SweepSection, *, max_num_seqs: int, dummy_weights: bool = False,
+                cuda: bool = False) -> list[_ArmPoint]:
+    """Per explicit arm, or once for the grid; an `auto` profile resolved for the weights and device."""
+    from runner.config.acceptance import resolve_auto
     from runner.plan.spec_variants import arm_schedule, parse_profile
 
     grid = sweep.grid
@@ -155,7 +157,8 @@ def _arm_points(sweep: SweepSection, *, max_num_seqs: int) -> list[_ArmPoint]:
         _refuse_duplicates(_as_list(methods, axis="spec_method"), axis="spec_method")
         _refuse_duplicates(_as_list(ks, axis="num_speculative_tokens"), axis="num_speculative_tokens")
         points.append(_ArmPoint(index=None if arm is None else i, spec_arms=spec_arms(methods=methods, ks=ks),
-                                profiles=[parse_profile(p, where=where) for p in profiles], schedule=schedule,
+                                profiles=[parse_profile(resolve_auto(p, dummy_weights=dummy_weights, cuda=cuda),
+                                                        where=where) for p in profiles], schedule=schedule,
                                 scalars=scalars))
     return points
 
@@ -170,7 +173,8 @@ def expand_engines(*, model: ModelSection, sweep: SweepSection, engine_args: dic
     engines: list[EngineConfig] = []
     first_arm: dict[str, int] = {}
     resolved: dict = {}  # measured profiles read once per (run folder, method)
-    for point in _arm_points(sweep, max_num_seqs=int(engine_args.get("max_num_seqs") or DEFAULT_MAX_NUM_SEQS)):
+    for point in _arm_points(sweep, max_num_seqs=int(engine_args.get("max_num_seqs") or DEFAULT_MAX_NUM_SEQS),
+                             dummy_weights=model.load_format == "dummy", cuda=target.cuda):
         index, scalars = point.index, point.scalars
         where = "sweep.grid" if index is None else f"sweep.arms[{index}]"
         seen: set[str] = set()

@@ -12,6 +12,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional
 
+from runner.config.acceptance import SYNTHETIC_KEYS
 from runner.config.sections import ModelSection
 from runner.schema import EngineSettings
 
@@ -141,6 +142,28 @@ def deployment(args: Mapping, *, model: Optional[str] = None) -> dict[str, Any]:
     ordered = {k: args[k] for k in DEPLOY_ORDER if k in args}
     ordered.update({k: v for k, v in args.items() if k not in ordered})
     return ordered
+
+
+# Settings that exist only to benchmark: a deployment never runs them (forced acceptance, random weights).
+BENCHMARK_ONLY_SPEC_KEYS = SYNTHETIC_KEYS
+BENCHMARK_ONLY_LOAD_FORMATS = ("dummy",)
+
+
+def production(args: Mapping) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A deployment's arguments split in two: what production runs, and the benchmark-only settings the
+    measurement used on top of them (speculative_config's synthetic acceptance, load_format dummy), by the key
+    that carried them."""
+    kept = dict(args)
+    measured_with: dict[str, Any] = {}
+    spec = kept.get("speculative_config")
+    if isinstance(spec, Mapping):
+        forced = {k: v for k, v in spec.items() if k in BENCHMARK_ONLY_SPEC_KEYS}
+        if forced:
+            kept["speculative_config"] = {k: v for k, v in spec.items() if k not in forced}
+            measured_with.update({f"speculative_config.{k}": v for k, v in forced.items()})
+    if kept.get("load_format") in BENCHMARK_ONLY_LOAD_FORMATS:
+        measured_with["load_format"] = kept.pop("load_format")
+    return kept, measured_with
 
 
 def read_args(text: Any) -> Optional[dict]:

@@ -82,6 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     from runner.report.build import write_report
     from runner.report.samples import UnknownWorkload
     from runner.config.report import ReportSettingsError
+    from runner.report.load import DamagedTable
     from runner.slo import SloError
 
     try:
@@ -97,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
         write_report(run_dirs=args.folders, out_dir=args.out, echo=not args.quiet, overrides=overrides,
                      question=question,
                      bandwidth=args.bandwidth_tbs * 1e12 if args.bandwidth_tbs else None)
-    except (FileNotFoundError, ReportSettingsError, UnknownWorkload) as exc:
+    except (FileNotFoundError, ReportSettingsError, UnknownWorkload, DamagedTable) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     return 0

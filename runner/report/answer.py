@@ -20,6 +20,8 @@ from runner.report.brief import by_line, counts_text, fit, lines_text, where_tex
 from runner.report.samples import deciding_metric
 from runner.report.verdict import crossovers as crossings_of
 from runner.report.verdict import interval_range, ratio_range
+from runner.report.answer_caveats import tags_text
+from runner.report.study_answer import Answerer
 
 ANSWER_COLUMNS = ["workload", "deploy", "by how much", "flips", "how sure", "caveats"]
 
@@ -209,37 +211,11 @@ def _flips_text(crossovers: pd.DataFrame) -> list[str]:
     return [every, where, "along " + ", ".join(by_axis)]
 
 
-def caveat_tags(workload: str, *, config: dict, outcomes: pd.DataFrame, degenerate: pd.DataFrame,
-                divergence: pd.DataFrame, failures: pd.DataFrame, min_repeats: int) -> str:
-    """Short tags; report.md and recommendation.yaml say each one in full."""
-    tags = []
-    model = (config or {}).get("model") or {}
-    if model.get("load_format") == "dummy":
-        tags.append("dummy weights")
-    if model.get("builtin") and not model.get("path"):
-        tags.append("built-in model")
-    if len(degenerate) and (degenerate.workload == workload).any():
-        tags.append("degenerate outputs")
-    if len(divergence) and (divergence.workload == workload).any():
-        tags.append("outputs differ")
-    if (outcomes.kind == DecisionKind.CAPACITY).any():
-        tags.append("capacity wall")
-    if ((outcomes.n_min > 0) & (outcomes.n_min < min_repeats)).any():
-        tags.append(f"< {min_repeats} repeats")
-    failed = sorted(set(map(str, failures.arm))) if len(failures) else []
-    if failed:
-        tags.append("failed: " + ", ".join(failed))
-    brief = [t if not t.startswith("failed: ") else f"{len(failed)} arm(s) failed" for t in tags]
-    return fit(", ".join(tags), ", ".join(brief)) if tags else "–"
-
-
-def answer_table(*, outcomes: pd.DataFrame, points: pd.DataFrame, engines: pd.DataFrame, trials: pd.DataFrame,
-                 crossovers: pd.DataFrame, recommendation: dict, config: dict, degenerate: pd.DataFrame,
-                 divergence: pd.DataFrame, failures: pd.DataFrame, tie_band: float, min_repeats: int,
-                 seed: int, rate_rows: Optional[dict[str, dict]] = None) -> pd.DataFrame:
-    """One row per workload; `rate_rows` (workload → cells, runner.report.rate_answer) answers the open-loop
-    workloads of a rate search by their highest rate within the SLO instead of point by point."""
-    rate_rows = rate_rows or {}
+def answer_table(*, answers: dict, outcomes: pd.DataFrame, points: pd.DataFrame, engines: pd.DataFrame,
+                 trials: pd.DataFrame, crossovers: pd.DataFrame, config: dict, tie_band: float, min_repeats: int,
+                 seed: int) -> pd.DataFrame:
+    """One row per workload, worded from its answer (runner.report.answering): a rate search's workload by its
+    highest rate within the SLO, any other by its per-point decisions, a lone arm as a measurement."""
     question = answerable_question(config, engines)
     q_all = None
     labels: dict[str, str] = {}
@@ -248,15 +224,17 @@ def answer_table(*, outcomes: pd.DataFrame, points: pd.DataFrame, engines: pd.Da
                   "b": _side_label(side_arms(engines, question.b)) or "b"}
         q_all = question_outcomes(points, engines, question, tie_band=tie_band, min_repeats=min_repeats, seed=seed)
     rows = []
-    for workload, mine in outcomes.groupby("workload", sort=False):
-        entry = recommendation["workloads"].get(workload, {})
-        mine_trials = trials[trials.workload == workload]
-        caveats = caveat_tags(workload, config=config, outcomes=mine, degenerate=degenerate, divergence=divergence,
-                              failures=failures, min_repeats=min_repeats)
-        if workload in rate_rows:
-            rows.append({"workload": f"{workload} (highest rate within the SLO)", **rate_rows[workload],
+    for workload, answer in answers.items():
+        caveats = fit(*tags_text(answer.caveats))
+        if answer.answerer is Answerer.HIGHEST_RATE or answer.answerer is Answerer.LONE_ARM and not (
+                outcomes.workload == workload).any():
+            rows.append({"workload": f"{workload} ({answer.answerer.value})", "deploy": answer.deploy_text,
+                         "by how much": answer.by_how_much, "flips": answer.flips, "how sure": answer.how_sure,
                          "caveats": caveats})
             continue
+        mine = outcomes[outcomes.workload == workload]
+        mine_trials = trials[trials.workload == workload]
+        entry = {"choice": answer.choice}
         q = q_all[q_all.workload == workload] if q_all is not None and len(q_all) else None
         by = _margin_text(mine)
         if q is not None and len(q):
@@ -273,8 +251,9 @@ def answer_table(*, outcomes: pd.DataFrame, points: pd.DataFrame, engines: pd.Da
             if asked[0] != "–":
                 flips = [f"question: {a}" + ("" if d == "–" else f"; deploy: {d}")
                          for a, d in zip(asked, flips + flips[-1:] * (len(asked) - len(flips)))]
-        rows.append({"workload": f"{workload} ({deciding_metric(workload).label})",
-                     "deploy": _deploy_text(mine, entry, mine_trials),
+        deploy = answer.deploy_text if answer.answerer in (Answerer.LONE_ARM, Answerer.NO_RESULT) else \
+            _deploy_text(mine, entry, mine_trials)
+        rows.append({"workload": f"{workload} ({deciding_metric(workload).label})", "deploy": deploy,
                      "by how much": fit(*by), "flips": fit(*flips),
                      "how sure": _sure_text(mine, q), "caveats": caveats})
     return pd.DataFrame(rows, columns=ANSWER_COLUMNS)

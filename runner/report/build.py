@@ -10,6 +10,8 @@ import pandas as pd
 
 from runner.report import categories, flags, plots, rates, sections, study_plots, verdict
 from runner.report.answer import answer_table, draft_count_lines
+from runner.report.answering import answered_verdict, study_answers, worded
+from runner.report.study_answer import Study, StudyKind, finite_or_none
 from runner.report.blocking import blocking_caveats
 from runner.report.cache_deficit import cache_deficit, deficit_lines, deficit_section
 from runner.report.cost import cost_table
@@ -69,6 +71,7 @@ class Analysis:
     race: pd.DataFrame
     recommendation: dict
     answer: pd.DataFrame
+    answers: dict  # workload → runner.report.study_answer.WorkloadAnswer: what every output renders
     draft_lines: list[str]
     schedules: list = field(default_factory=list)  # runner.report.schedule_report.derived_schedules
     schedule_outcomes: pd.DataFrame = field(default_factory=pd.DataFrame)
@@ -115,49 +118,63 @@ def analyse(results: Results, *, bandwidth: float | None = None, settings: Repor
     divergence = flags.divergence_flags(trials, requests)
     choices = verdict.draft_count_choices(points, **rule)
     summary = verdict.draft_count_summary(choices, trials, min_repeats=s.min_repeats)
-    figures = arm_point_figures(trials, s.slo) if s.slo else None
     degenerate = flags.degenerate_flags(trials)
     failures = flags.failures(engines, trials)
     race = race_stops(trials, frames.phases)
-    crossings = verdict.crossovers(outcomes, trials)
     config = results.configs[0] if results.configs else {}
+    study = Study.of(config)
+    by_rate = rate_search(trials, requests, s.slo, seed=s.seed, params_text=lambda w, p: params_text(trials, w, p),
+                          answers=study.kind is StudyKind.RATE_SEARCH)
+    # A rate search's arms never met at one offered rate: no flips between its points.
+    crossings = verdict.crossovers(outcomes[~outcomes.workload.isin(by_rate.answered)], trials)
+    answers = study_answers(study=study, outcomes=outcomes, rate_verdicts=by_rate.verdicts, rate_rows=by_rate.rows,
+                            engines=engines, trials=trials, config=config, degenerate=degenerate,
+                            divergence=divergence, failures=failures, stops=race, min_repeats=s.min_repeats)
+    per_point = outcomes[~outcomes.workload.isin(by_rate.answered)]
+    # Choices per offered rate are not a rate search's answer: its SLO is answered by the highest rate.
+    figures = arm_point_figures(trials[~trials.workload.isin(by_rate.answered)], s.slo) if s.slo else None
+    answer = answer_table(answers=answers, outcomes=per_point, points=points, engines=engines, trials=trials,
+                          crossovers=crossings, config=config, **rule)
+    answers = worded(answers, answer)
     recommended = recommendation(
-        outcomes=outcomes, engines=engines, trials=trials, draft_summary=summary, point_text=point_text(outcomes, trials),
-        metric_heading={w: deciding_metric(w).heading for w in outcomes.workload.unique()},
-        config=config, degenerate=degenerate, divergence=divergence,
-        failures=failures, stops=race, tie_band=s.tie_band, min_repeats=s.min_repeats, sources=results.sources)
-    schedules = derived_schedules(choices, trials, engines, config)
+        answers=answers, outcomes=per_point, trials=trials, draft_summary=summary,
+        point_text=point_text(per_point, trials),
+        metric_heading={w: deciding_metric(w).heading for w in per_point.workload.unique()},
+        tie_band=s.tie_band, min_repeats=s.min_repeats, sources=results.sources)
+    # A rate search's points are offered rates, not batch sizes: no schedule is derived from them.
+    schedules = derived_schedules(choices, trials, engines, config) if not by_rate.answered else []
     recommended["draft_schedule"] = schedule_recommendations(
         schedules, lambda w, p: params_text(trials, w, p)) if schedules else {}
     deficit = cache_deficit(trials, requests)
-    by_rate = rate_search(trials, requests, s.slo, seed=s.seed, params_text=lambda w, p: params_text(trials, w, p))
     for w, block in by_rate.recommendation.items():
         recommended["workloads"].setdefault(w, {})["highest_rate_within_slo"] = block
-    answer = answer_table(outcomes=outcomes, points=points, engines=engines, trials=trials, crossovers=crossings,
-                          recommendation=recommended, config=config, degenerate=degenerate, divergence=divergence,
-                          failures=failures, rate_rows=by_rate.rows, **rule)
     return Analysis(
         results=results, settings=s, frames=frames, engines=engines, trials=trials, requests=requests, points=points,
         outcomes=outcomes,
-        verdict=verdict.verdict_table(outcomes, trials, capacity=capacity, divergence=divergence,
-                                      min_repeats=s.min_repeats),
-        crossovers=crossings, draft_choices=choices, draft_summary=summary,
+        verdict=answered_verdict(verdict.verdict_table(per_point, trials, capacity=capacity, divergence=divergence,
+                                                       min_repeats=s.min_repeats), answers),
+        crossovers=crossings, draft_choices=_without(choices, by_rate.answered),
+        draft_summary=_without(summary, by_rate.answered),
         capacity=capacity, divergence=divergence, degenerate=degenerate, failures=failures,
         bandwidth=flags.bandwidth_shares(points, engines, bandwidth_override=bandwidth),
         slo_choices=slo_choices(figures, **rule) if figures is not None else pd.DataFrame(),
         slo_reach=max_concurrency(figures, s.slo) if figures is not None else pd.DataFrame(),
         pareto=pareto_points(trials) if len(trials) else pd.DataFrame(),
         cost=cost_table(trials, gpu_hour_usd=s.gpu_hour_usd) if s.gpu_hour_usd else pd.DataFrame(),
-        race=race, recommendation=recommended, answer=answer,
+        race=race, recommendation=recommended, answer=answer, answers=answers,
         # A rate search's draft count is its verdict against rate, not a choice per offered rate.
-        draft_lines=draft_count_lines(summary[~summary.workload.isin(by_rate.answered)] if len(summary) else summary,
-                                      choices, trials),
+        # A rate search's draft count is its deployed arm's, not a choice per offered rate.
+        draft_lines=draft_count_lines(_without(summary, by_rate.answered), choices, trials),
         schedules=schedules, schedule_outcomes=schedule_outcomes(points, choices, **rule),
         al_predictions=acceptance_predictions(frames.ran), speed_predictions=predicted_vs_measured(frames.ran),
         rate_points=by_rate.points, highest_rates=by_rate.best, rate_verdicts=by_rate.verdicts, rate_lines=by_rate.lines,
         cache_deficit=deficit, deficit_lines=deficit_lines(deficit),
-        blocking=blocking_caveats(config=config, engines=engines, trials=trials, outcomes=outcomes,
+        blocking=blocking_caveats(config=config, engines=engines, trials=trials, outcomes=per_point,
                                   degenerate=degenerate, divergence=divergence, min_repeats=s.min_repeats))
+
+
+def _without(frame: pd.DataFrame, workloads: list[str]) -> pd.DataFrame:
+    return frame[~frame.workload.isin(workloads)] if len(frame) else frame
 
 
 def render_markdown(a: Analysis, *, plot_files: list[Path]) -> str:
@@ -263,15 +280,14 @@ def write_report(*, run_dirs: list[Path], out_dir: Path | None = None, echo: boo
     _write_atomic(path, markdown)
     _write_atomic(out_dir / HTML_FILE, to_html(markdown, out_dir, title=markdown.splitlines()[0].lstrip("# ")))
     recommendation_path = out_dir / "recommendation.yaml"
-    _write_atomic(recommendation_path, yaml.safe_dump(a.recommendation, sort_keys=False, allow_unicode=True,
-                                                      width=120))
-    _write_atomic(out_dir / ANSWER_FILE, json.dumps({"question": sections.question_title(a),
-                                                     "blocking": [b.replace("**", "") for b in a.blocking],
-                                                     "answer": a.answer.to_dict("records"),
-                                                     "highest_rate": [x.replace("**", "") for x in a.rate_lines],
-                                                     "draft_count": a.draft_lines,
-                                                     "prefix_cache_deficit": [x.removeprefix("- ").replace("**", "")
-                                                                              for x in a.deficit_lines]}, indent=1))
+    _write_atomic(recommendation_path, yaml.safe_dump(finite_or_none(a.recommendation), sort_keys=False,
+                                                      allow_unicode=True, width=120))
+    _write_atomic(out_dir / ANSWER_FILE, json.dumps(finite_or_none({
+        "question": sections.question_title(a), "blocking": [b.replace("**", "") for b in a.blocking],
+        "answer": a.answer.to_dict("records"), "deploy": {w: x.record() for w, x in a.answers.items()},
+        "highest_rate": [x.replace("**", "") for x in a.rate_lines], "draft_count": a.draft_lines,
+        "prefix_cache_deficit": [x.removeprefix("- ").replace("**", "") for x in a.deficit_lines]}),
+        indent=1, allow_nan=False))
     if echo:
         echo_headlines(a, path, plot_files)
     return Report(path=path, plots=plot_files, analysis=a, recommendation_path=recommendation_path)

@@ -149,13 +149,34 @@ def failures(engines: pd.DataFrame, trials: pd.DataFrame) -> pd.DataFrame:
 DEGENERATE_SHARE = 0.25
 
 
+def _forced(profile, params_json) -> bool:
+    """The trial ran at a synthetic acceptance profile (its column, or the report's `acceptance` point param)."""
+    from runner.report.profiles import PROFILE_PARAM
+
+    if isinstance(profile, str) and profile:
+        return True
+    try:
+        given = json.loads(params_json or "{}").get(PROFILE_PARAM)
+    except (TypeError, ValueError, AttributeError):
+        return False
+    return given not in (None, "real")
+
+
 def degenerate_flags(trials: pd.DataFrame) -> pd.DataFrame:
-    """Arms (per workload) whose median distinct-token share is below DEGENERATE_SHARE; none without the column."""
+    """Arms (per workload) whose median distinct-token share is below DEGENERATE_SHARE; none without the column,
+    none where every speculative arm ran at forced acceptance."""
     if "distinct_token_share" not in trials or not len(trials):
         return pd.DataFrame(columns=["workload", "arm", "distinct_token_share", "trials"])
     ok = trials[(trials.status == TrialStatus.OK)].assign(
         distinct_token_share=lambda f: pd.to_numeric(f.distinct_token_share, errors="coerce"))
     ok = ok.dropna(subset=["distinct_token_share"])
+    # Forced (synthetic) acceptance does not read the text: only a workload where some arm speculates at its own
+    # acceptance has an acceptance that degenerate text would mislead.
+    forced = pd.Series([_forced(p, j) for p, j in zip(
+        ok.spec_acceptance_profile if "spec_acceptance_profile" in ok else [None] * len(ok),
+        ok.workload_params_json if "workload_params_json" in ok else [None] * len(ok))], index=ok.index, dtype=bool)
+    real_spec = ok[(ok.k > 0) & ~forced] if "k" in ok else ok[~forced]
+    ok = ok[~forced & ok.workload.isin(set(real_spec.workload))]
     rows = []
     for (workload, arm), group in ok.groupby(["workload", "arm"], sort=False):
         share = float(group.distinct_token_share.median())

@@ -42,13 +42,43 @@ def source_labels(run_dirs: list[Path]) -> list[str]:
         depth += 1
 
 
+class DamagedTable(ValueError):
+    """A table file that is cut short or not Parquet; the message names the file and the fix."""
+
+
+def _damaged_file(run_dir: Path, table: str) -> Path | None:
+    """The first of the table's files whose footer pyarrow cannot read."""
+    import pyarrow.parquet as pq
+
+    from runner.sinks.parquet import part_files, table_path
+
+    for path in [table_path(run_dir, table), *(p for _, p in part_files(run_dir, table))]:
+        if not path.exists():
+            continue
+        try:
+            pq.read_metadata(path)
+        except Exception:  # noqa: BLE001 — any unreadable footer is the damage being looked for
+            return path
+    return None
+
+
 def _read(run_dir: Path, table: str, columns: list[str] | None = None) -> pd.DataFrame:
     """One table of one run (compacted file, parts, or an older run's single file); only `columns` are read."""
+    import pyarrow as pa
+
     from runner.sinks.parquet import has_table, read_frame
 
     if not has_table(run_dir, table):
         return pd.DataFrame(columns=columns or column_names(TABLES[table]))
-    return read_frame(run_dir, table, columns)  # columns older files lack read as null
+    try:
+        return read_frame(run_dir, table, columns)  # columns older files lack read as null
+    except (pa.ArrowInvalid, OSError) as exc:
+        path = _damaged_file(run_dir, table) or run_dir / f"{table}.parquet"
+        lost = ("the report then draws without per-request figures" if table != "trials" and table != "engines"
+                else "a resume of the same run (same run=<name>) measures its trials again")
+        raise DamagedTable(f"{path} is cut short or not Parquet ({type(exc).__name__}: {exc}). Fix: copy it again "
+                           f"from the machine that ran the sweep, or move it aside (mv {path} {path}.damaged): "
+                           f"{lost}") from None
 
 
 def read_config(run_dir: Path) -> dict:

@@ -91,7 +91,7 @@ class RateVerdict:
         if self.deploy is None:
             return head + ". No arm meets the SLO at any measured rate: deploy none of them at these rates."
         if len(self.arms) == 1:
-            return head + f". Only {self.leader.arm} measured: deploy {self.leader.arm} (nothing to compare)."
+            return head + f". Only {self.leader.arm} measured: a measurement, not a choice (nothing to deploy)."
         runner = self.arms[1]
         if self.deploy == INDETERMINATE:
             return (head + f". {self.leader.arm} / {runner.arm}: {self.ratio_text()}; the intervals overlap, so "
@@ -150,8 +150,10 @@ def answer_row(verdicts: list[RateVerdict], *, slo_text: str, line_text) -> dict
             state = "no comparison"
         else:
             state = "intervals apart"
+        # One repeat: the probes decided by their own intervals, and the bracket of measured rates is the spread.
+        spread = "the bracket of measured rates" if n == 1 else f"{n} repeats"
         sure.append(with_line(v, f"interval [{v.ratio_text().partition('[')[2].rstrip(']') or '–'}], {state}, "
-                                 f"{n} repeat(s)"))
+                                 f"from {spread}"))
     return {"deploy": fit("; ".join(deploy)), "by how much": fit("; ".join(by)), "flips": "–",
             "how sure": fit("; ".join(sure))}
 
@@ -183,19 +185,16 @@ class RateSearch:
 
 
 def rate_search(trials: pd.DataFrame, requests: pd.DataFrame, slo, *, seed: int,
-                params_text: Callable[[str, str], str]) -> RateSearch:
+                params_text: Callable[[str, str], str], answers: bool) -> RateSearch:
     """The open-loop trials against offered rate and, with an SLO, each workload's verdict on its highest rate.
-    A workload whose every ok trial arrived open loop is answered by it, not by a choice per offered rate (its
-    arms were measured at other rates)."""
-    from runner.report.rates import OPEN_LOOP, highest_rates, rate_points
+    `answers`: the study is a rate search (sweep.adaptive, as saved), so each workload with a verdict is
+    answered by it, not by a choice per offered rate (its arms were measured at other rates)."""
+    from runner.report.rates import highest_rates, rate_points
 
     points = rate_points(trials, requests, slo)
     best = highest_rates(points, slo, seed=seed) if len(points) and slo else pd.DataFrame()
     verdicts = rate_verdicts(best, points) if len(best) else []
-    ok = trials[trials.status == "ok"] if len(trials) else trials
-    with_verdict = {v.workload for v in verdicts}
-    answered = [w for w, mine in ok.groupby("workload", sort=False)
-                if w in with_verdict and "arrival" in mine and mine.arrival.isin(OPEN_LOOP).all()] if len(ok) else []
+    answered = list(dict.fromkeys(v.workload for v in verdicts)) if answers else []
     slo_text = slo.text() if slo else ""
     out = RateSearch(points=points, best=best, verdicts=verdicts, answered=answered)
     for w in answered:

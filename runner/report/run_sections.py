@@ -71,7 +71,7 @@ def detail_section(a) -> str:
         outcome["point"] = point_text(outcome, a.trials)
         table = table.merge(outcome[["point", "outcome"]], on="point", how="left")
         fixed = fixed_params(a.trials[a.trials.workload == workload])
-        fixed_text = ", ".join(f"{k}={v}" for k, v in fixed.items())
+        fixed_text = ", ".join(f"{k}={v}" for k, v in fixed.items() if not (isinstance(v, float) and v != v))
         blocks.append(f"### {workload}\n\n{metric.heading}; fixed: {fixed_text or '–'}\n\n{md_table(table)}")
     return section("Per workload", *blocks) if blocks else ""
 

@@ -171,12 +171,17 @@ def acceptance_predictions(trials: pd.DataFrame) -> pd.DataFrame:
                      "concurrency": c["concurrency"], "method": p.method,
                      "acceptance": c.get("spec_acceptance_profile") or "real",
                      "k": p.k, "from k": p.source_k,
-                     "predicted AL": f"{p.predicted.point:.3f} [{p.predicted.lo:.3f}–{p.predicted.hi:.3f}] "
-                                     f"(n={p.n_predicted})",
-                     "measured AL": (f"{measured.point:.3f} [{measured.lo:.3f}–{measured.hi:.3f}] (n={p.n_measured})"
-                                     if has_measured else "–"),
+                     "predicted AL": _with_interval(p.predicted, p.n_predicted),
+                     "measured AL": _with_interval(measured, p.n_measured) if has_measured else "–",
                      "inside": {True: "yes", False: "no", None: "–"}[p.inside]})
     return pd.DataFrame(rows)
+
+
+def _with_interval(x, n: int) -> str:
+    """A figure with its interval; a lone sample (no interval) without one."""
+    if x.lo != x.lo or x.hi != x.hi:
+        return f"{x.point:.3f} (n={n})"
+    return f"{x.point:.3f} [{x.lo:.3f}–{x.hi:.3f}] (n={n})"
 
 
 def schedule_recommendations(schedules: list[dict[str, Any]], params_text) -> dict[str, list[dict[str, Any]]]:

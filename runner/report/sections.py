@@ -74,6 +74,10 @@ def slo_section(a) -> str:
     if not s.slo:
         return section("Under a latency target", "No SLO set (set one with slo.ttft=500 in the sweep, or "
                        "--slo ttft=500 here; targets in ms: ttft, tpot, e2el, at slo.percentile: 50, 90 or 99).")
+    if not len(a.slo_choices) and a.rate_lines:
+        return section("Under a latency target", f"SLO: {s.slo.text()}. This rate search answers it by each arm's "
+                       "highest rate within it (the Answer, and \"Against offered rate\"), not by a choice per "
+                       "offered rate.")
     choices = a.slo_choices.assign(point=a.point_text(a.slo_choices)).drop(columns=["workload_params_json",
                                                                                     "concurrency"])
     choices = choices[["workload", "point", "meeting", "choice", "tok/s per device", "next", "ratio", "verdict"]]
@@ -121,23 +125,37 @@ def cost_section(a) -> str:
 
 
 def recommendation_section(a) -> str:
+    """The answers' deploy lines (runner.report.study_answer), with the evidence recommendation.yaml keeps."""
+    from runner.report.study_answer import RULES, measured_with_text
+
     rows = []
-    for workload, entry in a.recommendation["workloads"].items():
+    for workload, answer in a.answers.items():
+        entry = a.recommendation["workloads"].get(workload, {})
         evidence = entry.get("evidence") or {}
         ratio = evidence.get("ratio_where_won")
+        if evidence:
+            shown = (f"won {evidence.get('points_won')}, tied {evidence.get('points_tied_for_first')}"
+                     + (f"; {ratio} [{evidence.get('interval_where_won')}] over {evidence.get('over')}"
+                        if ratio else ""))
+        else:
+            shown = answer.by_how_much
         drafts = "; ".join(f"{d['method']}: {d['k_per_range']}"
                            + (f" (single k: {d['single_k']})" if d["single_k"] is not None else "")
                            for d in entry.get("draft_count", []))
-        rows.append({"workload": workload, "deploy": entry.get("choice") or "no choice",
-                     "evidence": (f"won {evidence.get('points_won')}, tied {evidence.get('points_tied_for_first')}"
-                                  + (f"; {ratio} [{evidence.get('interval_where_won')}] over {evidence.get('over')}"
-                                     if ratio else "")),
-                     "draft count": drafts or "–", "vllm serve": entry.get("vllm_serve", "–"),
-                     "caveats": "; ".join(entry.get("caveats", [])) or "–"})
+        if not drafts and answer.draft_count is not None:
+            drafts = f"k={answer.draft_count} (the deployed arm's)"
+        deploy = answer.deploy
+        serve = deploy.serve if deploy and deploy.serve else "–"
+        beside = measured_with_text(deploy)
+        rows.append({"workload": workload, "deploy": answer.choice or f"none: {answer.why_none}",
+                     "answered by": answer.answerer.value, "evidence": shown, "draft count": drafts or "–",
+                     "vllm serve": serve + (f" ({beside})" if beside else ""),
+                     "caveats": "; ".join(c.text for c in answer.caveats) or "–"})
     rules = a.recommendation["rules"]
-    return section("Recommendation", f"Also in recommendation.yaml (engine arguments, serve flags, every point). "
-                   f"Choice: {rules['choice']}. Winner: {rules['winner']}. Single k: {rules['single_k']}.",
-                   md_table(pd.DataFrame(rows)))
+    used = "; ".join(f"{x.value}: {RULES[x]}" for x in dict.fromkeys(v.answerer for v in a.answers.values()))
+    return section("Recommendation", f"Also in recommendation.yaml and answer.json (engine arguments, serve flags, "
+                   f"every point). Answered by — {used}. Choice per point: {rules['choice']}. Winner: "
+                   f"{rules['winner']}. Single k: {rules['single_k']}.", md_table(pd.DataFrame(rows)))
 
 
 def race_section(a) -> str:

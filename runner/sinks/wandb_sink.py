@@ -208,7 +208,11 @@ def _export_sweep(wandb, target: WandbTarget, *, run_dir: Path, group: str, swee
         if answer:
             rows = answer["answer"]
             run.log({"answer": wandb.Table(columns=list(rows[0]), data=[list(r.values()) for r in rows])})
-            run.summary.update({f"answer/{r['workload']}": r["deploy"] for r in rows})
+            # The deploy per workload is the answer's own (answer.json "deploy"), not a table cell's words.
+            deploy = answer.get("deploy") or {}
+            run.summary.update({f"answer/{w}": d.get("choice") or "none" for w, d in deploy.items()})
+            run.summary.update({f"answer/{w}/vllm_serve": d["vllm_serve"] for w, d in deploy.items()
+                                if d.get("vllm_serve")})
             if answer.get("draft_count"):
                 run.summary["answer/draft_count"] = "\n".join(answer["draft_count"])
         for name, rows in (("engines", engines), ("trials", trials)):

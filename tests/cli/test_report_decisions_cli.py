@@ -28,7 +28,9 @@ def test_recommendation_yaml_content_and_settings_from_the_run_folder(tmp_path):
     # mtp:2 wins at c=1 and c=4 (1.50× and 1.11× per session), off at c=16 (1.33×): mtp:2 wins most points.
     assert decode["choice"] == "mtp:2"
     assert decode["engine_args"]["speculative_config"] == {"method": "mtp", "num_speculative_tokens": 2}
-    assert decode["engine_args"]["model"] == "/models/m" and decode["engine_args"]["load_format"] == "dummy"
+    # Production never loads dummy weights: the benchmark-only setting is named beside the arguments.
+    assert decode["engine_args"]["model"] == "/models/m" and "load_format" not in decode["engine_args"]
+    assert decode["measured_with"] == {"load_format": "dummy"} and "dummy" not in decode["vllm_serve"]
     assert decode["vllm_serve"].startswith("vllm serve /models/m --speculative-config "
                                            "'{\"method\":\"mtp\",\"num_speculative_tokens\":2}'")
     assert "--enable-prefix-caching" in decode["vllm_serve"]

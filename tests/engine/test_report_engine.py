@@ -30,7 +30,7 @@ def test_the_engines_table_records_what_ran_and_the_recommendation_reads_it_back
 
     import yaml
 
-    from runner.plan.vllm_args import deployment
+    from runner.plan.vllm_args import deployment, production
     from runner.sinks.parquet import read_frame
 
     run_dir, _ = small_sweep
@@ -52,4 +52,4 @@ def test_the_engines_table_records_what_ran_and_the_recommendation_reads_it_back
     if rec["choice"] is not None:
         row = ok[ok.arm == rec["choice"]] if "arm" in ok else ok[ok.spec_method.eq(rec["choice"].split(":")[0])]
         ran = json.loads(row.iloc[0]["vllm_args_json"])
-        assert rec["engine_args"] == deployment(ran, model=str(row.iloc[0]["model"]))
+        assert rec["engine_args"] == production(deployment(ran, model=str(row.iloc[0]["model"])))[0]

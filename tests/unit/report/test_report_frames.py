@@ -49,7 +49,8 @@ def _rate_search(ttft_shift: dict[str, float] | None = None) -> Sweep:
 
 def _folder(tmp_path: Path, sweep: Sweep) -> Path:
     run_dir = sweep.write(tmp_path / "rs")
-    (run_dir / "config.yaml").write_text(yaml.safe_dump({"slo": {"ttft": 500, "percentile": 99}}))
+    (run_dir / "config.yaml").write_text(yaml.safe_dump({"slo": {"ttft": 500, "percentile": 99},
+                                                         "sweep": {"adaptive": "rate_search", "repeats": 3}}))
     return run_dir
 
 

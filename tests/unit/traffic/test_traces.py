@@ -229,7 +229,7 @@ def test_a_skipping_replay_sends_what_fits_on_its_clock(tmp_path):
 def test_the_report_names_what_was_skipped_or_clipped():
     import pandas as pd
 
-    from runner.report.recommend import data_file_caveats
+    from runner.report.answer_caveats import data_file_caveats
 
     trials = pd.DataFrame({"max_model_len": [32768, 32768, 8192], "over_length_skipped": [16, 16, 40],
                            "over_length_clipped": [0, 0, 0], "source_skipped": [None, None, None]})
