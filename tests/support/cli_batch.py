@@ -1,22 +1,26 @@
 """Many `python -m runner` command lines in one process, each as the terminal would see it: `python -m
-tests.support.cli_batch` reads a JSON list of argument lists on stdin and writes, per command, its exit code and
-what it printed (an exception that escapes the CLI is printed as the interpreter would: a traceback on stderr).
-One interpreter for all of them: the imports are paid once, not per command."""
+tests.support.cli_batch` reads a JSON list of commands on stdin (an argument list, or {"argv": [...], "env": {...}}
+with environment variables set for that command alone) and writes, per command, its exit code and what it printed
+(an exception that escapes the CLI is printed as the interpreter would: a traceback on stderr). One interpreter for
+all of them: the imports are paid once, not per command (tests/support/cli.py's run_cli_batch)."""
 from __future__ import annotations
 
 import contextlib
 import io
 import json
+import os
 import sys
 import traceback
 
 
-def run_one(argv: list[str]) -> dict:
+def run_one(argv: list[str], env: dict | None = None) -> dict:
     from runner.cli import console_main
 
     out, err = io.StringIO(), io.StringIO()
     saved = sys.argv
     sys.argv = ["runner", *argv]
+    saved_env = {name: os.environ.get(name) for name in env or {}}
+    os.environ.update(env or {})
     code = 0
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
@@ -29,9 +33,14 @@ def run_one(argv: list[str]) -> dict:
                 code = 1
     finally:
         sys.argv = saved
+        for name, value in saved_env.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
     return {"argv": argv, "code": code, "stdout": out.getvalue(), "stderr": err.getvalue()}
 
 
 if __name__ == "__main__":
-    results = [run_one(argv) for argv in json.load(sys.stdin)]
+    results = [run_one(c["argv"], c.get("env")) if isinstance(c, dict) else run_one(c) for c in json.load(sys.stdin)]
     sys.stdout.write("\n" + json.dumps(results) + "\n")
