@@ -134,7 +134,8 @@ def answers(run_folder, tmp_path_factory) -> dict:
         cases.append((("report", case), folder, {"argv": ["report", *argv], "env": {CACHE_ENV: folder / "cache"}}))
     for args, _ in POOL_CASES:
         folder = scratch("pool")
-        cases.append((("pool", " ".join(args)), folder, {"argv": ["pool", *args], "env": {CACHE_ENV: folder / "cache"}}))
+        command = {"argv": ["pool", *args], "env": {CACHE_ENV: folder / "cache"}}
+        cases.append((("pool", " ".join(args)), folder, command))
     for text, reason in DAMAGED:
         folder = scratch("damaged")
         damaged_run(folder, text)

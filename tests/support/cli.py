@@ -48,6 +48,50 @@ def run_cli_batch(commands: list[dict], *, timeout: int = 900) -> list[subproces
             for r in json.loads(proc.stdout.splitlines()[-1])]
 
 
+class WarmCli:
+    """`python -m runner` command lines answered one by one by one interpreter kept for the session
+    (tests/support/cli_batch.py --serve), each as run_cli's (exit code, stdout, stderr): for refusals and dry runs,
+    whose cost is the interpreter's imports, not the command. A command that must meet a fresh process (a cold
+    cache read once per process, signals, what it leaves running) stays with run_cli."""
+
+    def __init__(self):
+        self.proc: subprocess.Popen | None = None
+
+    def _server(self) -> subprocess.Popen:
+        if self.proc is None or self.proc.poll() is not None:
+            env = {**os.environ, "WANDB_MODE": "offline", "PYTHONUNBUFFERED": "1"}
+            self.proc = subprocess.Popen([sys.executable, "-m", "tests.support.cli_batch", "--serve"], cwd=ROOT,
+                                         env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        return self.proc
+
+    def argv(self, *argv, env: dict | None = None) -> subprocess.CompletedProcess:
+        """A command as typed after `python -m runner` (a subcommand's arguments)."""
+        from tests.support.cli_batch import MARK
+
+        server = self._server()
+        server.stdin.write(json.dumps({"argv": [str(a) for a in argv],
+                                       "env": {k: str(v) for k, v in (env or {}).items()}}) + "\n")
+        server.stdin.flush()
+        for line in server.stdout:
+            if line.startswith(MARK):
+                r = json.loads(line[len(MARK):])
+                return subprocess.CompletedProcess(r["argv"], r["code"], r["stdout"], r["stderr"])
+        raise AssertionError(f"the warm CLI ended (exit {server.wait()}) before answering {list(argv)}")
+
+    def __call__(self, *overrides: str, output_root: Path, env: dict | None = None) -> subprocess.CompletedProcess:
+        """run_cli's command line (check=False)."""
+        return self.argv(f"output_root={output_root}", *base_sweep(overrides), env=env)
+
+    def close(self) -> None:
+        if self.proc is not None:
+            self.proc.stdin.close()
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+            self.proc = None
+
+
 def start_cli(*overrides: str, output_root: Path, env: dict | None = None) -> subprocess.Popen:
     """`python -m runner` in its own session (like a terminal's job), for signals and leftover checks."""
     full_env = {**os.environ, "WANDB_MODE": "offline", "PYTHONUNBUFFERED": "1", **(env or {})}
