@@ -49,7 +49,7 @@ def run_cli_batch(commands: list[dict], *, timeout: int = 900) -> list[subproces
 
 
 class WarmCli:
-    """`python -m runner` command lines answered one by one by one interpreter kept for the session
+    """`python -m runner` command lines answered one by one by one interpreter kept by its owner
     (tests/support/cli_batch.py --serve), each as run_cli's (exit code, stdout, stderr): for refusals and dry runs,
     whose cost is the interpreter's imports, not the command. A command that must meet a fresh process (a cold
     cache read once per process, signals, what it leaves running) stays with run_cli."""

@@ -50,7 +50,7 @@ def one(command) -> dict:
 
 def serve() -> None:
     """One command a line on stdin, its answer a line on stdout after MARK (anything else a library wrote to the
-    process's own stdout stays apart): tests/support/cli.py's WarmCli keeps one such interpreter for a session."""
+    process's own stdout stays apart): tests/support/cli.py's WarmCli keeps one such interpreter."""
     for line in sys.stdin:
         if line.strip():
             sys.stdout.write(MARK + json.dumps(one(json.loads(line))) + "\n")
