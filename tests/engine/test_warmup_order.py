@@ -44,10 +44,11 @@ def ray_cluster():
     ray.shutdown()
 
 
-def engine_actor(ray, *, warmup: str, engine_start: str = "spawn", env: dict | None = None):
-    """An actor with the embedded model's engine loaded: (engine, actor, the start's result). The start is called
-    at once after `prepare` (imports, fork server), so that the two interleave in the actor as the scheduler's
-    spare actor's do."""
+def engine_actor(ray, *, warmup: str, engine_start: str = "spawn", env: dict | None = None,
+                 prepare: bool = False):
+    """An actor with the embedded model's engine loaded: (engine, actor, the start's result). With `prepare`, the
+    start is called at once after `prepare` (imports, fork server), so that the two interleave in the actor as the
+    scheduler's spare actor's do."""
     from runner.execution.actor import EngineActor
     from runner.measurement.records import RunKeys
     from runner.config.sections import ModelSection, run_config
@@ -60,10 +61,11 @@ def engine_actor(ray, *, warmup: str, engine_start: str = "spawn", env: dict | N
     actor = ray.remote(num_cpus=1, max_restarts=0)(EngineActor).remote(
         env={"VLLM_CPU_KVCACHE_SPACE": "1", "TOKENIZERS_PARALLELISM": "false", **(env or {})},
         keys=RunKeys(sweep="order", run_id=warmup), warmup=warmup, engine_start=engine_start)
-    prepared = actor.prepare.remote()
+    prepared = actor.prepare.remote() if prepare else None
     started = ray.get(actor.start.remote(engine=engine, model=ModelSection(
         name="tiny-mtp", builtin="tiny_mtp", weights="trained", load_format="auto")), timeout=900)
-    ray.get(prepared, timeout=60)
+    if prepared is not None:
+        ray.get(prepared, timeout=60)
     assert started.ok, started.failure_reason
     return engine, actor, started
 
@@ -93,7 +95,7 @@ def two_orders(ray_cluster):
 
     ray = ray_cluster
     engine, actor, started = engine_actor(ray, warmup="auto", engine_start=EngineStart.FORKSERVER.value,
-                                          env={PIN_AHEAD_ENV: "1"})
+                                          env={PIN_AHEAD_ENV: "1"}, prepare=True)
     order_a = [trial_of(engine, s, r) for s in SHAPES for r in range(REPEATS)]
     order_b = [trial_of(engine, s, r) for r in range(REPEATS) for s in reversed(SHAPES)]
     first_runs: list = []
