@@ -36,11 +36,12 @@ def engine_arg_rules():
 
 @pytest.fixture(scope="session")
 def small_sweep(tmp_path_factory):
-    """A small real sweep (spec off vs MTP k=2, concurrency 1 and 2) on the embedded model, run once."""
+    """A small real sweep (spec off vs MTP k=2, concurrency 1 and 2) on the embedded model, run once. Its arms are
+    in docs/reference.md's dict form (the engine axes' on real engines: tests/engine/test_validate_cli_engine.py)."""
     out = tmp_path_factory.mktemp("small_sweep")
     proc = run_cli(
         "run=e2e", "sweep.name=small",
-        "sweep.grid.spec_method=[off,mtp]", "sweep.grid.num_speculative_tokens=[2]",
+        "sweep.arms=[{spec_method:off},{spec_method:mtp,num_speculative_tokens:2}]",
         "sweep.grid.concurrency=[1,2]", "sweep.grid.max_model_len=[512]",
         "workload.decode.input_len=64", "workload.decode.output_len=24",
         output_root=out,

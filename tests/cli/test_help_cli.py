@@ -2,9 +2,6 @@
 own flags keep working beside it."""
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 
 from tests.support.cli import ROOT
@@ -12,14 +9,9 @@ from tests.support.cli import ROOT
 MAX_LINES = 80
 
 
-def runner(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "runner", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=300)
-
-
 @pytest.fixture(scope="module")
-def help_out() -> str:
-    proc = runner("--help")
+def help_out(warm_cli) -> str:
+    proc = warm_cli.argv("--help")
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc.stdout
 
@@ -45,21 +37,21 @@ def test_every_study_has_its_one_line_purpose(help_out):
         assert purpose and f"{path.stem}  " in help_out and purpose in help_out, path.name
 
 
-def test_the_short_flag_prints_the_same():
-    assert runner("-h").stdout == runner("--help").stdout
+def test_the_short_flag_prints_the_same(warm_cli, help_out):
+    assert warm_cli.argv("-h").stdout == help_out
 
 
-def test_hydras_own_flags_still_work():
-    proc = runner("--cfg", "job", "sweep=quick")
+def test_hydras_own_flags_still_work(warm_cli):
+    proc = warm_cli.argv("--cfg", "job", "sweep=quick")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "name: quick" in proc.stdout
-    assert runner("--info").returncode == 0
+    assert warm_cli.argv("--info").returncode == 0
 
 
-def test_no_lab_study_in_the_shipped_group_and_each_is_reachable_by_search_path(tmp_path):
+def test_no_lab_study_in_the_shipped_group_and_each_is_reachable_by_search_path(warm_cli):
     assert not list((ROOT / "sweeps").glob("h200_*")) and not list((ROOT / "conf" / "sweep").glob("h200_*"))
     studies = sorted((ROOT / "bench" / "studies" / "sweep").glob("h200_*.yaml"))
     assert studies
-    proc = runner("hydra.searchpath=[file://bench/studies]", f"sweep={studies[0].stem}", "--cfg", "job")
+    proc = warm_cli.argv("hydra.searchpath=[file://bench/studies]", f"sweep={studies[0].stem}", "--cfg", "job")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert f"name: {studies[0].stem}" in proc.stdout

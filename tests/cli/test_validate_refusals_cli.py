@@ -29,9 +29,8 @@ CLI_CASES = [
 
 
 @pytest.mark.parametrize("overrides,fix", CLI_CASES, ids=[" ".join(c[0]) for c in CLI_CASES])
-def test_cli_refuses_before_anything_starts(tmp_path, overrides, fix):
-    proc = run_cli("dry_run=false", "tracking=none", "run=bad", *overrides, output_root=tmp_path, check=False,
-                   timeout=300)
+def test_cli_refuses_before_anything_starts(tmp_path, overrides, fix, warm_cli):
+    proc = warm_cli("dry_run=false", "tracking=none", "run=bad", *overrides, output_root=tmp_path)
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert fix in proc.stderr
     assert "sweep '" not in proc.stdout  # the line printed once execution begins
@@ -40,8 +39,8 @@ def test_cli_refuses_before_anything_starts(tmp_path, overrides, fix):
     assert "Traceback" not in proc.stderr
 
 
-def test_an_output_root_that_cannot_be_written_is_a_message(tmp_path):
-    proc = run_cli("dry_run=false", "tracking=none", output_root=Path("/proc/nope"), check=False, timeout=300)
+def test_an_output_root_that_cannot_be_written_is_a_message(warm_cli):
+    proc = warm_cli("dry_run=false", "tracking=none", output_root=Path("/proc/nope"))
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert proc.stderr.strip() == ("error: output_root='/proc/nope' cannot be written: No such file or directory "
                                    "(fix: output_root=<a folder you can write>, e.g. output_root=outputs)")
@@ -75,17 +74,17 @@ def test_no_malformed_setting_reaches_the_terminal_as_a_traceback(tmp_path):
     assert not [p for p in tmp_path.glob("out-*/*") if p.name != "demo"]
 
 
-def test_a_second_command_on_a_held_run_is_refused_naming_the_holder(tmp_path):
+def test_a_second_command_on_a_held_run_is_refused_naming_the_holder(tmp_path, warm_cli):
     run_dir = tmp_path / "quick" / "held"  # run_cli builds on sweep=quick
     run_dir.mkdir(parents=True)
     with hold_run_folder(run_dir, say=pytest.fail) as me:
-        proc = run_cli("dry_run=true", "tracking=none", "run=held", output_root=tmp_path, check=False, timeout=300)
+        proc = warm_cli("dry_run=true", "tracking=none", "run=held", output_root=tmp_path)
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert f"run folder {run_dir} is in use by another command: pid {me.pid} on {me.host}" in proc.stderr
     assert "Traceback" not in proc.stderr and not (run_dir / ".hydra").exists()  # refused before Hydra wrote
     left = LockHolder(host=me.host, pid=2**22 + 1, started="2026-01-01T00:00:00+0000")
     (run_dir / LOCK_NAME).write_text(json.dumps(vars(left)))
-    proc = run_cli("dry_run=true", "tracking=none", "run=held", output_root=tmp_path, check=False, timeout=300)
+    proc = warm_cli("dry_run=true", "tracking=none", "run=held", output_root=tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert f"note: taking over the lock of {run_dir} left by pid {left.pid} on {left.host}" in proc.stderr
     assert (run_dir / LOCK_NAME).read_text() == ""

@@ -66,13 +66,33 @@ def ray_head():
         shutil.rmtree(temp_dir, ignore_errors=True)
 
 
+def _auth_token() -> dict:
+    """The cluster's token where it has one (Ray reads it from the home the driver no longer shares)."""
+    token = Path(os.path.expanduser("~/.ray/auth_token"))
+    return {"RAY_AUTH_TOKEN_PATH": str(token)} if token.exists() else {}
+
+
 @pytest.fixture(scope="module")
 def cluster_sweep(ray_head, tmp_path_factory):
+    """One sweep that joins the head: decode, and a prompt set whose file exists only in the driver's view: `~` is
+    the driver's own home (another folder than the head's), so the actors' `~/prompts/questions.jsonl` is no file
+    at all."""
+    from runner.cache import cache_root
+
     out = tmp_path_factory.mktemp("cluster")
+    home = tmp_path_factory.mktemp("driver_home")
+    (home / "prompts").mkdir()
+    fixture = Path(__file__).resolve().parents[1] / "fixtures" / "load" / "questions_3cat.jsonl"
+    (home / "prompts" / "questions.jsonl").write_text(fixture.read_text())
+    assert not Path(os.path.expanduser("~/prompts/questions.jsonl")).exists()  # the head's (and actors') view
     proc = run_cli("run=c", "sweep.name=cluster", f"cluster.address={ray_head}", "model.weights=dummy",
                    "model.load_format=dummy", "tracking=none", "report=false", "sweep.grid.spec_method=[off]",
-                   "sweep.grid.max_model_len=[512]", "sweep.grid.concurrency=[1,2]",
-                   "workload.decode.input_len=32", "workload.decode.output_len=8", output_root=out)
+                   "sweep.grid.max_model_len=[512]", "sweep.grid.concurrency=[1,2]", "workload=[decode,prompt_set]",
+                   "workload.decode.input_len=32", "workload.decode.output_len=8",
+                   "workload.prompt_set.prompt_file='~/prompts/questions.jsonl'",
+                   "workload.prompt_set.prompt_format=mt_bench", "workload.prompt_set.output_len=8",
+                   "workload.prompt_set.num_sessions=4", output_root=out,
+                   env={"HOME": str(home), "RUNNER_CACHE_DIR": str(cache_root()), **_auth_token()})
     return out / "cluster" / "c", proc
 
 
@@ -81,7 +101,8 @@ def test_sweep_runs_on_the_joined_cluster(cluster_sweep):
     engines = read_frame(run_dir, "engines")
     trials = read_frame(run_dir, "trials")
     assert (engines.status == "ok").all() and len(engines) == 1
-    assert (trials.status == "ok").all() and sorted(trials.concurrency) == [1, 2]
+    assert (trials.status == "ok").all(), trials.failure_reason.tolist()
+    assert sorted(trials[trials.workload == "decode"].concurrency) == [1, 2]
     assert engines.hostname.iloc[0] == socket.gethostname()
 
 
@@ -105,39 +126,12 @@ def test_the_driver_alone_wrote_files_and_left_the_cluster_running(cluster_sweep
         assert s.connect_ex((host, int(port))) == 0
 
 
-def _auth_token() -> dict:
-    """The cluster's token where it has one (Ray reads it from the home the driver no longer shares)."""
-    token = Path(os.path.expanduser("~/.ray/auth_token"))
-    return {"RAY_AUTH_TOKEN_PATH": str(token)} if token.exists() else {}
-
-
-@pytest.fixture(scope="module")
-def driver_only_prompts(ray_head, tmp_path_factory):
-    """A prompt-set sweep whose file exists only in the driver's view: `~` is the driver's own home (another
-    folder than the head's), so the actors' `~/prompts/questions.jsonl` is no file at all."""
-    from runner.cache import cache_root
-
-    out = tmp_path_factory.mktemp("cluster_prompts")
-    home = tmp_path_factory.mktemp("driver_home")
-    (home / "prompts").mkdir()
-    fixture = Path(__file__).resolve().parents[1] / "fixtures" / "load" / "questions_3cat.jsonl"
-    (home / "prompts" / "questions.jsonl").write_text(fixture.read_text())
-    assert not Path(os.path.expanduser("~/prompts/questions.jsonl")).exists()  # the head's (and actors') view
-    proc = run_cli("run=p", "sweep.name=cluster_prompts", f"cluster.address={ray_head}", "model.weights=dummy",
-                   "model.load_format=dummy", "tracking=none", "report=false", "sweep.grid.spec_method=[off]",
-                   "sweep.grid.max_model_len=[512]", "sweep.grid.concurrency=[2]", "workload=[prompt_set]",
-                   "workload.prompt_set.prompt_file='~/prompts/questions.jsonl'",
-                   "workload.prompt_set.prompt_format=mt_bench", "workload.prompt_set.output_len=8",
-                   "workload.prompt_set.num_sessions=4", output_root=out,
-                   env={"HOME": str(home), "RUNNER_CACHE_DIR": str(cache_root()), **_auth_token()})
-    return out / "cluster_prompts" / "p", proc
-
-
-def test_a_prompt_file_on_the_driver_alone_travels_with_the_trials(driver_only_prompts):
-    run_dir, _ = driver_only_prompts
+def test_a_prompt_file_on_the_driver_alone_travels_with_the_trials(cluster_sweep):
+    run_dir, _ = cluster_sweep
     trials = read_frame(run_dir, "trials")
     assert (trials.status == "ok").all(), trials.failure_reason.tolist()
     trials = trials[trials.workload == "prompt_set"]
     requests = read_frame(run_dir, "requests").merge(trials[["trial_id"]], on="trial_id")
-    assert len(trials) == 1 and len(requests[requests.phase == "measured"]) == 4 * 2  # 4 conversations × 2 turns
+    measured = requests[requests.phase == "measured"].groupby("trial_id").size()
+    assert len(trials) == 2 and measured.tolist() == [4 * 2, 4 * 2]  # per trial: 4 conversations × 2 turns
     assert set(requests.prompt_rendering) == {"chat_template"} and set(trials.prompt_rendering) == {"chat_template"}

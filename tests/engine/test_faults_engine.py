@@ -2,24 +2,22 @@
 
 Faults come from the KV-cache size itself (vLLM refuses the engine) and from the RUNNER_FAULTS
 test hook (runner/execution/failures.py): the actor SIGKILLs itself mid-trial, or a trial hangs.
-Two sweeps, run once each: `faulty` (engine loads: 4 + 1 refused) and `interrupted` (2).
+One sweep, run once: `faulty` (engine loads: 4 + 1 refused). Ctrl-C, the resume and the rerun with nothing to do:
+tests/engine/test_stops.py.
 The pure scheduling policies are in tests/unit/scheduling/, the fault hook in tests/unit/test_fault_hook.py, the
 crash-mid-write check in tests/cli/test_faults_cli.py.
 """
 from __future__ import annotations
 
 import json
-import os
-import signal
-import time
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
-from runner.sinks.parquet import has_table, read_frame
+from runner.sinks.parquet import read_frame
 
-from tests.support.cli import run_cli, start_cli, wait_until_gone
+from tests.support.cli import start_cli, wait_until_gone
 
 pytestmark = pytest.mark.engine
 
@@ -118,65 +116,3 @@ def test_faulty_sweep_completes_every_trial_and_leaves_no_process(faulty):
     assert len(faulty["trials"]) == 8 and faulty["trials"].trial_id.is_unique
     assert faulty["left"] == []
     assert "results:" in faulty["stdout"]
-
-
-# ---- Ctrl-C, resume, nothing to do -------------------------------------------------------------
-RESUME = ["run=r", "sweep.name=resume", *SMALL, "sweep.grid.max_model_len=[512]", "sweep.grid.concurrency=[1,2,3,4]"]
-
-
-@pytest.fixture(scope="module")
-def interrupted(tmp_path_factory):
-    """Ctrl-C (SIGINT to the driver's process group) while trial c=3 hangs; then the same command twice."""
-    out = tmp_path_factory.mktemp("resume")
-    run_dir = out / "resume" / "r"
-    proc = start_cli(*RESUME, output_root=out, env={"RUNNER_FAULTS": json.dumps([{"fault": "hang", "concurrency": 3}])})
-    # Trials run shuffled within their engine: wait for the engine, then until no trial lands for 3 s
-    # (each takes well under a second), i.e. the hung c=3 is in flight.
-    deadline = time.monotonic() + 900
-    seen, since = -1, time.monotonic()
-    while time.monotonic() < deadline and proc.poll() is None:
-        if has_table(run_dir, "engines"):
-            rows = len(read_frame(run_dir, "trials", ["trial_id"])) if has_table(run_dir, "trials") else 0
-            if rows != seen:
-                seen, since = rows, time.monotonic()
-            elif time.monotonic() - since > 3:
-                break
-        time.sleep(0.25)
-    os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
-    stdout, stderr = proc.communicate(timeout=300)
-    left = wait_until_gone(proc.pid)
-    before = read_frame(run_dir, "trials") if has_table(run_dir, "trials") else \
-        pd.DataFrame({"trial_id": [], "concurrency": [], "started_at": [], "status": []})
-    resumed = run_cli(*RESUME, output_root=out)
-    after = read_frame(run_dir, "trials")
-    again = run_cli(*RESUME, output_root=out)
-    return {"code": proc.returncode, "stderr": stderr, "left": left, "before": before, "after": after,
-            "resumed": resumed, "again": again, "final": read_frame(run_dir, "trials"),
-            "requests": read_frame(run_dir, "requests")}
-
-
-@pytest.mark.engine
-def test_ctrl_c_exits_130_keeps_finished_trials_and_stops_engines(interrupted):
-    assert interrupted["code"] == 130
-    assert "run the same command again to resume" in interrupted["stderr"]
-    before = interrupted["before"]
-    assert 3 not in set(before.concurrency) and (before.status == "ok").all()  # the hung one was abandoned
-    assert interrupted["left"] == []
-
-
-@pytest.mark.engine
-def test_resume_runs_only_what_is_missing(interrupted):
-    before, after = interrupted["before"], interrupted["after"]
-    assert sorted(after.concurrency) == [1, 2, 3, 4] and (after.status == "ok").all()
-    kept = after.set_index("trial_id").loc[list(before.trial_id)]
-    assert list(kept.started_at) == list(before.started_at)  # zero finished trials re-run
-    if len(before):
-        assert (after[~after.trial_id.isin(before.trial_id)].started_at > before.started_at.max()).all()
-        assert f"({len(before)} already done, {4 - len(before)} to run)" in interrupted["resumed"].stdout
-    assert len(interrupted["requests"]) == 1 + 2 + 3 + 4
-
-
-@pytest.mark.engine
-def test_finished_sweep_rerun_does_nothing_and_says_so(interrupted):
-    assert "nothing to do" in interrupted["again"].stdout
-    pd.testing.assert_frame_equal(interrupted["final"], interrupted["after"])

@@ -1,23 +1,18 @@
 """Resident engines and interleaved rounds on real CPU engines in real Ray actors.
 
-Three sweeps, run once each: `rounds` (2 engines × 2 repeats, resident, one actor killed mid-trial in round 1:
-3 loads), `stop_trial` (SIGTERM inside a hung trial, then a resume) and `stop_load` (SIGTERM while the engine
-loads, then a resume).
+One sweep, run once: `rounds` (2 engines × 2 repeats, resident, one actor killed mid-trial in round 1: 3 loads).
+Stops in seconds (SIGTERM in a load or a trial) and their resumes: tests/engine/test_stops.py.
 """
 from __future__ import annotations
 
 import json
-import os
 import re
-import signal
-import time
 
-import pandas as pd
 import pytest
 
-from runner.sinks.parquet import has_table, read_frame
+from runner.sinks.parquet import read_frame
 
-from tests.support.cli import run_cli, start_cli, wait_until_gone
+from tests.support.cli import run_cli
 
 pytestmark = pytest.mark.engine
 
@@ -67,61 +62,3 @@ def test_killed_resident_actor_reloads_its_engine_and_retries_the_trial(rounds):
 def test_resident_engines_load_once_except_the_killed_one(rounds):
     loads = [p.read_text().count("init engine") for p in sorted(rounds["log_dir"].glob("*.log"))]
     assert sorted(loads) == [1, 2], loads
-
-
-# ---- stop in seconds ------------------------------------------------------------------------------
-STOP = ["sweep.grid.spec_method=[off]", *SMALL, "sweep.grid.concurrency=[1,2,3]"]
-
-
-def _stop_and_resume(out, name: str, *, when) -> dict:
-    args = [f"run={name}", f"sweep.name={name}", *STOP]
-    run_dir = out / name / name
-    proc = start_cli(*args, output_root=out, env={"RUNNER_FAULTS": json.dumps([{"fault": "hang", "concurrency": 2}])})
-    deadline = time.monotonic() + 600
-    while time.monotonic() < deadline and proc.poll() is None and not when(run_dir):
-        time.sleep(0.2)
-    sent = time.monotonic()
-    os.killpg(proc.pid, signal.SIGTERM)  # what a batch system's stop does
-    stdout, stderr = proc.communicate(timeout=120)
-    exit_s = time.monotonic() - sent
-    left = wait_until_gone(proc.pid, timeout_s=30)
-    before = read_frame(run_dir, "trials") if has_table(run_dir, "trials") else \
-        pd.DataFrame(columns=["trial_id", "started_at"])
-    resumed = run_cli(*args, output_root=out)
-    return {"code": proc.returncode, "exit_s": exit_s, "stderr": stderr, "left": left, "before": before,
-            "after": read_frame(run_dir, "trials"), "resumed": resumed}
-
-
-@pytest.fixture(scope="module")
-def stop_trial(tmp_path_factory):
-    # c=2 hangs (trials are shuffled: 0-2 others finish first); SIGTERM 3 s after the engine is up.
-    def when(run_dir):
-        if not has_table(run_dir, "engines"):
-            return False
-        time.sleep(3)
-        return True
-    return _stop_and_resume(tmp_path_factory.mktemp("stop_trial"), "stoptrial", when=when)
-
-
-@pytest.fixture(scope="module")
-def stop_load(tmp_path_factory):
-    started = time.monotonic()
-    return _stop_and_resume(tmp_path_factory.mktemp("stop_load"), "stopload",
-                            when=lambda run_dir: time.monotonic() - started > 12)  # the engine is loading
-
-
-@pytest.mark.parametrize("case", ["stop_trial", "stop_load"])
-def test_sigterm_exits_within_15_s_and_the_resume_completes_with_nothing_lost(case, request):
-    r = request.getfixturevalue(case)
-    assert r["code"] == 130 and r["exit_s"] <= 15, (r["exit_s"], r["stderr"][-2000:])
-    assert "run the same command again to resume" in r["stderr"]
-    assert r["left"] == []
-    after = r["after"].set_index("trial_id")
-    assert sorted(after.concurrency) == [1, 2, 3] and (after.status == "ok").all()
-    kept = after.loc[list(r["before"].trial_id)]
-    assert list(kept.started_at) == list(r["before"].started_at)  # finished before the stop: not re-run
-    if case == "stop_trial":
-        assert 2 not in set(r["before"].concurrency)  # the trial in flight was abandoned, reran on resume
-    else:
-        assert len(r["before"]) == 0
-    assert sorted(after.position) == list(range(3))

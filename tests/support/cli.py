@@ -1,6 +1,7 @@
 """Runs `python -m runner` as a user would (W&B offline) and watches what its process session leaves behind."""
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -27,6 +28,68 @@ def run_cli(*overrides: str, output_root: Path, timeout: int = 1500, env: dict |
         raise AssertionError(f"{' '.join(cmd)} exited {proc.returncode}\n--- stdout\n{proc.stdout[-4000:]}"
                              f"\n--- stderr\n{proc.stderr[-6000:]}")
     return proc
+
+
+def run_cli_batch(commands: list[dict], *, timeout: int = 900) -> list[subprocess.CompletedProcess]:
+    """Many command lines in one interpreter (tests/support/cli_batch.py), each answered as run_cli's (exit code,
+    stdout, stderr): for refusals and dry runs, whose cost is the interpreter's imports, not the command. Each
+    command is {"overrides": [...], "output_root": Path} (run_cli's command line) or {"argv": [...]} (a subcommand
+    as typed after `python -m runner`), with an optional "env" of its own."""
+    batch = []
+    for c in commands:
+        argv = c["argv"] if "argv" in c else [f"output_root={c['output_root']}", *base_sweep(c["overrides"])]
+        batch.append({"argv": [str(a) for a in argv], "env": {k: str(v) for k, v in (c.get("env") or {}).items()}})
+    full_env = {**os.environ, "WANDB_MODE": "offline", "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.run([sys.executable, "-m", "tests.support.cli_batch"], input=json.dumps(batch), cwd=ROOT,
+                          env=full_env, capture_output=True, text=True, timeout=timeout)
+    if proc.returncode != 0:
+        raise AssertionError(f"the batch exited {proc.returncode}\n{proc.stderr[-6000:]}")
+    return [subprocess.CompletedProcess(r["argv"], r["code"], r["stdout"], r["stderr"])
+            for r in json.loads(proc.stdout.splitlines()[-1])]
+
+
+class WarmCli:
+    """`python -m runner` command lines answered one by one by one interpreter kept by its owner
+    (tests/support/cli_batch.py --serve), each as run_cli's (exit code, stdout, stderr): for refusals and dry runs,
+    whose cost is the interpreter's imports, not the command. A command that must meet a fresh process (a cold
+    cache read once per process, signals, what it leaves running) stays with run_cli."""
+
+    def __init__(self):
+        self.proc: subprocess.Popen | None = None
+
+    def _server(self) -> subprocess.Popen:
+        if self.proc is None or self.proc.poll() is not None:
+            env = {**os.environ, "WANDB_MODE": "offline", "PYTHONUNBUFFERED": "1"}
+            self.proc = subprocess.Popen([sys.executable, "-m", "tests.support.cli_batch", "--serve"], cwd=ROOT,
+                                         env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        return self.proc
+
+    def argv(self, *argv, env: dict | None = None) -> subprocess.CompletedProcess:
+        """A command as typed after `python -m runner` (a subcommand's arguments)."""
+        from tests.support.cli_batch import MARK
+
+        server = self._server()
+        server.stdin.write(json.dumps({"argv": [str(a) for a in argv],
+                                       "env": {k: str(v) for k, v in (env or {}).items()}}) + "\n")
+        server.stdin.flush()
+        for line in server.stdout:
+            if line.startswith(MARK):
+                r = json.loads(line[len(MARK):])
+                return subprocess.CompletedProcess(r["argv"], r["code"], r["stdout"], r["stderr"])
+        raise AssertionError(f"the warm CLI ended (exit {server.wait()}) before answering {list(argv)}")
+
+    def __call__(self, *overrides: str, output_root: Path, env: dict | None = None) -> subprocess.CompletedProcess:
+        """run_cli's command line (check=False)."""
+        return self.argv(f"output_root={output_root}", *base_sweep(overrides), env=env)
+
+    def close(self) -> None:
+        if self.proc is not None:
+            self.proc.stdin.close()
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+            self.proc = None
 
 
 def start_cli(*overrides: str, output_root: Path, env: dict | None = None) -> subprocess.Popen:
