@@ -63,7 +63,7 @@ if [ ! -f "$STAMP" ]; then
     say "creating $VENV"
     if [ -n "$UV" ]; then "$UV" venv -q --python "$PY" "$VENV"; else "$PY" -m venv "$VENV"; fi
   fi
-  say "installing the $DEVICE stack into $VENV with ${UV:+uv}${UV:-pip} (first run only)"
+  say "installing the $DEVICE stack into $VENV with $([ -n "$UV" ] && echo "uv ($UV)" || echo pip) (first run only)"
   if [ -n "$UV" ]; then
     # pip in the venv as `python -m venv` puts it there (ensurepip's own version), for those who use it.
     PIP_SEED="pip==$("$VENV/bin/python" -c 'import ensurepip; print(ensurepip.version())')"
