@@ -2,14 +2,16 @@
 # Idempotent set-up of the project virtualenv (.venv). Sourced by run.sh and test.sh.
 #   RUNNER_DEVICE=cpu (default): vLLM's CPU build on torch 2.13.0+cpu, pinned by requirements/cpu-lock.txt
 #   RUNNER_DEVICE=gpu: the CUDA vllm wheel (pip's choice for this machine's torch)
-#   RUNNER_INSTALLER=auto (default): uv (requirements/tools.txt's version, fetched once into the runner's cache
-#     folder) reading pip's configured sources; pip where uv cannot be had or pip's settings do not map. uv | pip.
+#   RUNNER_INSTALLER=auto (default): for the CPU stack uv (requirements/tools.txt's version, fetched once into the
+#     runner's cache folder) reading pip's configured sources, pip where uv cannot be had or pip's settings do not
+#     map; pip for the GPU stack (uv's choice there is not checked against pip's yet). uv | pip: that one.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${RUNNER_VENV:-$ROOT/.venv}"
 DEVICE="${RUNNER_DEVICE:-cpu}"
 PY="${PYTHON:-python3}"
 INSTALLER="${RUNNER_INSTALLER:-auto}"
+[ "$INSTALLER" = "auto" ] && [ "$DEVICE" != "cpu" ] && INSTALLER=pip
 REQ="$ROOT/requirements"
 
 stamp_of() {
