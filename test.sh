@@ -3,13 +3,24 @@
 #   bash test.sh -m "not engine"     # only the fast, pure-logic tests
 set -euo pipefail
 cd "$(dirname "$0")"
-source scripts/setup.sh
-# The report.html test renders the page in headless Chromium: Debian's package, installed once where we may.
+# The report.html test renders the page in headless Chromium: Debian's package, installed once where we may, beside
+# the Python set-up (both mostly wait on downloads). No recommends: they bring systemd, perl and printing (131
+# packages against 25); the fonts the page needs are named. The package lists are refreshed only when they do
+# not know chromium yet, or when the install from them fails.
+chromium_job=""
 if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
   echo "test.sh: installing chromium (the report.html test; first run only)"
-  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } ||
-    echo "test.sh: chromium did not install; tests/cli/test_report_html.py will fail" >&2
+  install_chromium() {
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium fonts-dejavu-core \
+      >/dev/null 2>&1
+  }
+  known() { apt-cache policy chromium 2>/dev/null | grep -q 'Candidate: [0-9]'; }
+  { { known && install_chromium; } || { apt-get update -qq && install_chromium; } ||
+      echo "test.sh: chromium did not install; tests/cli/test_report_html.py will fail" >&2; } &
+  chromium_job=$!
 fi
+source scripts/setup.sh
+if [ -n "$chromium_job" ]; then wait "$chromium_job" || true; fi
 set +e
 python -m pytest "$@"
 code=$?

@@ -1,6 +1,7 @@
-"""The runner's cache folder: the embedded models (`models/`) and the installed vLLM's engine-argument rules
-(`engine-args/`). `$RUNNER_CACHE_DIR` when set, else `${XDG_CACHE_HOME:-~/.cache}/vllm-sweep`: a user folder,
-never the source tree or the installed package (which may be read-only)."""
+"""The runner's cache folder: the embedded models (`models/`), the installed vLLM's engine-argument rules
+(`engine-args/`) and the set-up's installer (`tools/`, scripts/setup.sh). `$RUNNER_CACHE_DIR` when set, else
+`${XDG_CACHE_HOME:-~/.cache}/vllm-sweep`: a user folder, never the source tree or the installed package (which may
+be read-only)."""
 from __future__ import annotations
 
 import os

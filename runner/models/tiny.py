@@ -190,9 +190,9 @@ def ensure_tiny_model(*, cache_dir: Path | None = None, spec: TinyModelSpec = Ti
         elif not _tokenizer_config_current(spec=spec, out_dir=out_dir):
             _write_tokenizer_config(spec=spec, out_dir=out_dir)
         if weights == "trained" and not _has_trained_weights(out_dir):
-            from runner.models.training import train_into
+            from runner.models.training import train_in_child
 
-            train_into(model_dir=out_dir)
+            train_in_child(model_dir=out_dir)
     return out_dir
 
 
