@@ -6,7 +6,8 @@ entry i is P(the first i + 1 drafts are all accepted), in [0, 1], non-increasing
 here is written for the largest k it serves; an engine drafting k takes its first k rates (for a chain drafter
 those are the same positions). `measured:<run folder>` takes the per-position rates an earlier run measured
 (resolved when the plan is built); `measured:<file>.json` (or the path alone) a speculation_profile.json's marginal
-rates (runner.config.profile_file), such as a run writes in its speculation_profiles/ folder. vLLM's CPU build refuses synthetic acceptance at start.
+rates (runner.config.profile_file), such as a run writes in its speculation_profiles/ folder. vLLM's CPU build
+refuses synthetic acceptance at start.
 """
 from __future__ import annotations
 
