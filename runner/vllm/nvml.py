@@ -54,13 +54,19 @@ class NvmlReader:
             if uuid.startswith("MIG-"):
                 raise NotMeasurable(f"{uuid} is a MIG instance: NVML meters the whole GPU, not its slices")
             try:
-                handle = self.nvml.nvmlDeviceGetHandleByUUID(uuid)
+                handle = self._handle(uuid)
             except self.nvml.NVMLError as exc:
                 raise NotMeasurable(f"NVML knows no GPU {uuid} ({exc})") from None
             out.append(Gpu(uuid=uuid, handle=handle, has_counter=self._counter(handle) is not None))
         if not out:
             raise NotMeasurable("the engine named no GPU")
         return out
+
+    def _handle(self, uuid: str):
+        try:
+            return self.nvml.nvmlDeviceGetHandleByUUID(uuid)
+        except TypeError:  # bindings that take the UUID as bytes only
+            return self.nvml.nvmlDeviceGetHandleByUUID(uuid.encode())
 
     def visible_uuids(self, visible: Optional[str] = None) -> list[str]:
         """CUDA_VISIBLE_DEVICES' entries as UUIDs, for an engine whose workers did not say theirs."""
