@@ -254,6 +254,17 @@ class TrialRecord(EngineSettings):
     # were clipped to fit (over_length=clip; the report names them in its caveats).
     prompt_rendering: Optional[str] = None
     clipped_requests: Optional[int] = None
+    # The GPUs' energy over the measure window, summed over the engine's GPUs (runner.execution.energy; with
+    # engines_on_device above 1 it is theirs together). Null with energy_unmeasured saying why (CPU, no NVML, a
+    # window too short for the counter); energy_source: counter (NVML's total energy) or sampled (power readings).
+    energy_j: Optional[float] = None
+    power_mean_w: Optional[float] = None
+    energy_per_output_token_j: Optional[float] = None
+    power_idle_w: Optional[float] = None  # the idle engine's GPUs, read at its start
+    energy_resolution_s: Optional[float] = None  # the counter's update interval (sampled: the sampling interval)
+    energy_source: Optional[str] = None
+    energy_gpus: Optional[int] = None
+    energy_unmeasured: Optional[str] = None
 
 
 @dataclass(kw_only=True)

@@ -23,6 +23,7 @@ from runner.plan.grid import Plan, build_plan
 from runner.plan.question import question_problems
 from runner.plan.stages import Stage, adaptive_study, run_stages
 from runner.plan.capacity import capacity_warnings
+from runner.plan.spec_variants import profile_warnings
 from runner.plan.validate import engine_arg_spec, validate
 from runner.scheduling.startup_steps import StartupSteps
 from runner.scheduling.startup import dry_run_capacity
@@ -35,7 +36,7 @@ def make_plan(config: RunConfig, *, check_engine_args: bool = True, warn=None) -
     plan = load_checks.ship_prompts(build_plan(config), tokenizer=lambda: driver_tokenizer(config.model))
     unasked = question_problems(config.sweep.question, [dataclasses.asdict(e.settings) for e in plan.engines])
     for line in capacity_warnings(plan, model=config.model, engine=config.engine) + race_warnings(config.sweep) \
-            + unasked:
+            + unasked + profile_warnings(config):
         (warn or (lambda text: print(text, file=sys.stderr)))(line)
     return plan
 
@@ -117,6 +118,7 @@ def run_sweep(cfg: DictConfig, *, run_dir: Path, config: Optional[RunConfig] = N
     from runner.summary import print_summary
 
     print_summary(run_dir=run_dir, trial_ids=planned)
+    _write_profiles(run_dir)
     if report.enabled:
         _write_report(run_dir)
     for tracker in trackers:  # after the report, so that the W&B sweep run carries its Answer table
@@ -132,6 +134,18 @@ def pool_note(config: RunConfig) -> str:
     pool = config.execution.pool
     return (f"engines kept in pool {pool!r} for {config.execution.pool_ttl_s:g} s idle (vllm-sweep pool list; "
             f"vllm-sweep pool release {pool} frees them)")
+
+
+def _write_profiles(run_dir: Path) -> None:
+    """The run's measured acceptance as profile files (runner.sinks.speculation_profiles); never fails the sweep."""
+    from runner.sinks.speculation_profiles import write_profiles
+
+    try:
+        for line in write_profiles(run_dir).lines():
+            print(line)
+    except Exception as exc:
+        print(f"warning: acceptance profiles not written ({type(exc).__name__}: {exc}); retry: python -m "
+              f"runner.sinks.speculation_profiles {run_dir}", file=sys.stderr)
 
 
 def _write_report(run_dir: Path) -> None:

@@ -5,7 +5,9 @@ vLLM's synthetic rejection (`rejection_sample_method: synthetic` with `synthetic
 entry i is P(the first i + 1 drafts are all accepted), in [0, 1], non-increasing, one per draft token. A profile
 here is written for the largest k it serves; an engine drafting k takes its first k rates (for a chain drafter
 those are the same positions). `measured:<run folder>` takes the per-position rates an earlier run measured
-(resolved when the plan is built). vLLM's CPU build refuses synthetic acceptance at start.
+(resolved when the plan is built); `measured:<file>.json` (or the path alone) a speculation_profile.json's marginal
+rates (runner.config.profile_file), such as a run writes in its speculation_profiles/ folder. vLLM's CPU build
+refuses synthetic acceptance at start.
 """
 from __future__ import annotations
 
@@ -38,7 +40,8 @@ class AcceptanceProfile:
 
     @classmethod
     def parse(cls, value: Any) -> "AcceptanceProfile":
-        """null / "real" / false → real; a list of rates → synthetic; "measured:<run folder>" → measured.
+        """null / "real" / false → real; a list of rates → synthetic; "measured:<run folder or .json>" or a .json
+        path → measured.
         Raises ValueError naming the rule."""
         if value is None or value is False or (isinstance(value, str) and value.strip().lower() == REAL):
             return cls()
@@ -47,6 +50,8 @@ class AcceptanceProfile:
             if not folder:
                 raise ValueError(f"{value!r} names no run folder (measured:<run folder>)")
             return cls(kind=ProfileKind.MEASURED, source=folder)
+        if isinstance(value, str) and value.strip().endswith(".json"):  # a profile file (speculation_profile.json)
+            return cls(kind=ProfileKind.MEASURED, source=value.strip())
         if isinstance(value, str):
             try:
                 value = json.loads(value)

@@ -15,6 +15,7 @@ from typing import Optional
 
 from runner.config.execution import EngineStart, Warmup
 from runner.config.sections import ModelSection
+from runner.execution.energy import Unmetered, open_meter
 from runner.execution.engine import EngineHost, host_class
 from runner.execution.failures import fault_point, parse_startup_failure
 from runner.execution.isolation import CounterWindow, GcPauses, ResetFailed, drain, quiet_heap, reset_prefix_cache
@@ -71,6 +72,8 @@ class EngineActor:
         # start() waits for a spare's prepare() still importing: a second vLLM import beside it fails.
         self._setup = asyncio.Lock()
         self.gc_pauses = GcPauses().install()
+        # The engine's GPU energy meter, made at its start while it is idle (runner.execution.energy).
+        self.energy = Unmetered("no engine started")
         self.start_columns: dict = {}  # the load's engine-row columns (a pooled engine's, for a later command's row)
         self.log_offset = 0  # a pooled engine's log for a later command starts where the earlier one's ended
         fd, self.log_path = tempfile.mkstemp(prefix="runner-engine-", suffix=".log")
@@ -100,6 +103,7 @@ class EngineActor:
             async with self._setup:
                 await asyncio.to_thread(self._install_start_method)
             columns = await self.host.start()
+            self.energy = await asyncio.to_thread(open_meter, self.host.device_uuids)
             quiet_heap()
             self.start_columns = {**columns, "engine_start": str(self.start_method)}
             self.first_run_due = self.first_trial_twice
@@ -157,7 +161,7 @@ class EngineActor:
     async def _measure(self, *, trial: Trial, workload, params, attempt: int,
                        warmup_s: Optional[float]) -> TrialResult:
         """One measured run of the trial (its seeds fixed by the trial's repeat, so a rerun sends the same prompts)."""
-        window = CounterWindow(finished=lambda: self.host.finished_requests)
+        window = CounterWindow(finished=lambda: self.host.finished_requests, meter=self.energy)
         await window.open_whole()
         peak = [0.0]
         sampler = asyncio.create_task(self._sample_kv_usage(peak))
@@ -185,6 +189,7 @@ class EngineActor:
                         warmup_s=warmup_s, warmup=self.warmup.value, arrival_columns=params.arrival_columns(),
                         **params.source_columns(max_model_len=self.engine.settings.max_model_len), **gc_columns,
                         **(probe.columns() if probe is not None else {}))
+        row = dataclasses.replace(row, **self.energy.columns(output_tokens=row.output_tokens_total))
         reqs = request_rows(keys=self.keys, trial_id=trial.trial_id, engine_id=trial.engine_id, results=results,
                             t0=t0)
         return TrialResult(trial=row, requests=reqs)

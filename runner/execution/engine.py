@@ -64,6 +64,8 @@ class EngineHost:
         self.request_seeds = True  # see _seed
         # Engine arguments the runner added for the installed vLLM (JSON; None: none), for a failed start's row.
         self.added_engine_args: Optional[str] = engine.vllm_args.added_json if engine.vllm_args else None
+        # The GPUs' UUIDs, one per worker (tensor-parallel rank), as the workers report them; None: not said.
+        self.device_uuids: Optional[list] = None
 
     async def start(self) -> dict:
         """Loads the engine; returns the engine-record columns it can fill."""
@@ -104,6 +106,7 @@ class EngineHost:
         except Exception as exc:  # a figure we cannot read must not fail the engine
             return {"memory_source": f"unavailable: {type(exc).__name__}: {exc}"[:300]}
         first = reports[0] if reports else {}
+        self.device_uuids = [r.get("device_uuid") for r in reports] or None
         return {
             "weights_gib": first.get("weights_gib"),
             "kv_budget_gib": first.get("kv_budget_gib"),

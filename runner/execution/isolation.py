@@ -69,13 +69,19 @@ class CounterWindow:
 
     # How many requests the engine host has seen finish (EngineHost.finished_requests).
     finished: Callable[[], int]
+    # The engine's energy meter (runner.execution.energy), bracketing the same window; None: not metered.
+    meter: Optional[object] = None
     before: Optional[counters.CounterSnapshot] = None
     after: Optional[counters.CounterSnapshot] = None
 
     async def begin(self) -> None:
         self.before = await self._settled()
+        if self.meter is not None:  # after the settle: the window's requests start now
+            self.meter.begin()
 
     async def end(self) -> None:
+        if self.meter is not None:  # before the settle: the last measured request has ended
+            self.meter.end()
         self.after = await self._settled()
 
     async def _settled(self) -> counters.CounterSnapshot:
@@ -89,6 +95,8 @@ class CounterWindow:
 
     async def open_whole(self) -> None:
         self.before = counters.snapshot()
+        if self.meter is not None:
+            self.meter.begin()
 
     async def close_whole(self) -> None:
         if self.after is None:

@@ -122,8 +122,11 @@ def engine_profile(profile: AcceptanceProfile, *, arm: SpecArm, where: str, reso
 
 
 def _measured(folder: str, *, method: str, where: str) -> AcceptanceProfile:
+    from runner.config.profile_file import is_profile_file
     from runner.sinks.measured_acceptance import measured_rates
 
+    if is_profile_file(folder):
+        return _from_file(folder, method=method, where=where)
     try:
         rates = measured_rates(folder, method=method)
     except FileNotFoundError as exc:
@@ -133,6 +136,57 @@ def _measured(folder: str, *, method: str, where: str) -> AcceptanceProfile:
         raise SpecVariantError(f"{where}.spec_acceptance_profile=measured:{folder}: that run has no {method} trial "
                                f"with acceptance counters (fix: measured:<a run folder where {method} ran>)")
     return AcceptanceProfile(kind=ProfileKind.SYNTHETIC, rates=tuple(rates), source=folder)
+
+
+def _from_file(path: str, *, method: str, where: str) -> AcceptanceProfile:
+    """A speculation_profile.json's marginal rates (runner.config.profile_file), for its own method."""
+    from runner.config.profile_file import read_profile
+
+    try:
+        profile = read_profile(path)
+    except ValueError as exc:
+        raise SpecVariantError(f"{where}.spec_acceptance_profile=measured:{path}: {exc} (fix: measured:<a "
+                               f"speculation_profiles/*.json file of a run, or a run folder>)") from None
+    if profile.method is not None and profile.method != method:
+        raise SpecVariantError(f"{where}.spec_acceptance_profile=measured:{path} was measured for "
+                               f"{profile.method!r}, not {method!r} (fix: a profile file of {method}, or "
+                               f"sweep.grid.spec_method=[off,{profile.method}])")
+    return AcceptanceProfile(kind=ProfileKind.SYNTHETIC, rates=profile.rates, source=path)
+
+
+def _profile_files(config: RunConfig) -> list[str]:
+    values = list(config.sweep.grid.spec_acceptance_profile or [])
+    values += [a.spec_acceptance_profile for a in config.sweep.arms or [] if a.spec_acceptance_profile is not None]
+    files = []
+    for value in values:
+        try:
+            parsed = AcceptanceProfile.parse(value)
+        except ValueError:
+            continue  # said by the grid's own checks
+        if parsed.kind is ProfileKind.MEASURED and parsed.source not in files:
+            from runner.config.profile_file import is_profile_file
+
+            if is_profile_file(parsed.source):
+                files.append(parsed.source)
+    return files
+
+
+def profile_warnings(config: RunConfig) -> list[str]:
+    """A profile file measured on another model than the run's: its rates may not be this model's."""
+    from runner.config.profile_file import read_profile
+
+    out = []
+    for path in _profile_files(config):
+        try:
+            profile = read_profile(path)
+        except ValueError:
+            continue  # refused with its reason when the plan resolves it
+        if profile.model != config.model.name:
+            out.append(f"warning: spec_acceptance_profile=measured:{path} was measured on model "
+                       f"{profile.model or '(unnamed)'!r}, not this run's {config.model.name!r}: its rates "
+                       f"{list(profile.rates)} are forced as they are (fix: a profile measured on "
+                       f"{config.model.name}, or model= the profile's model)")
+    return out
 
 
 def check_spec_variants(config: RunConfig) -> list[str]:

@@ -15,6 +15,7 @@ from runner.report.study_answer import Study, StudyKind, finite_or_none
 from runner.report.blocking import blocking_caveats
 from runner.report.cache_deficit import cache_deficit, deficit_lines, deficit_section
 from runner.report.cost import cost_table
+from runner.report.energy import energy_section
 from runner.report.failed_run import nothing_measured, write_failed_run
 from runner.report.html import to_html
 from runner.report.load import Results, load_results
@@ -184,7 +185,7 @@ def render_markdown(a: Analysis, *, plot_files: list[Path]) -> str:
              metrics_section(a),
              sections.recommendation_section(a), sections.slo_section(a),
              sections.pareto_section(a, [n for n in names if n.endswith("_pareto.png")]), sections.cost_section(a),
-             sections.race_section(a), repeats_section(a.trials), sections.degenerate_section(a),
+             energy_section(a), sections.race_section(a), repeats_section(a.trials), sections.degenerate_section(a),
              section("Crossovers", md_table(a.crossovers) if len(a.crossovers) else
                      "None: the outcome does not change along any axis."),
              draft_section(a), deficit_section(a), sections.schedule_section(a), acceptance_profile_section(a.trials),

@@ -117,11 +117,12 @@ def cost_section(a) -> str:
     if a.settings.gpu_hour_usd is None:
         return ""
     c = a.cost.assign(point=a.point_text(a.cost)).sort_values(["workload", "point", "arm_order"])
-    table = c[["workload", "point", "arm", "devices", "aggregate tok/s", "$ per 1M output tokens", "n"]].rename(
-        columns={"n": "repeats"})
+    table = c[["workload", "point", "arm", "devices", "aggregate tok/s", "$ per 1M output tokens",
+               "J per output token", "n"]].rename(columns={"n": "repeats"})
     return section("Cost", f"At ${a.settings.gpu_hour_usd:g} per device-hour: $ per 1M output tokens = price × "
                    "devices ÷ (median aggregate decode tok/s × 3600). Decode throughput at that load only; idle "
-                   "time and other phases are not priced.", md_table(table))
+                   "time and other phases are not priced. J per output token: the GPUs' median energy per output "
+                   "token (section Energy; blank where not measured).", md_table(table))
 
 
 def recommendation_section(a) -> str:

@@ -21,6 +21,10 @@ def describe_plan(plan: Plan, *, done: set[str], parallel: int) -> str:
         trials = plan.trials_of(engine.engine_id)
         todo = sum(t.trial_id not in done for t in trials)
         lines.append(f"  {engine.engine_id} {labels[engine.engine_id]}: {len(trials)} trials, {todo} to run")
+        forced = ((engine.vllm_args.as_dict() if engine.vllm_args else {}).get("speculative_config") or {}).get(
+            "synthetic_acceptance_rates")
+        if forced is not None:  # what vLLM is told, the engine's first k of the profile
+            lines.append(f"      forces synthetic_acceptance_rates {forced} (rejection_sample_method: synthetic)")
         for t in trials[:50]:
             mark = "done" if t.trial_id in done else "todo"
             lines.append(f"      [{mark}] {t.trial_id} {t.workload} c={t.concurrency} r={t.repeat} {t.params_json}")

@@ -53,7 +53,16 @@ class MemoryProbe:
             "source": source,
             "device_name": device_name,
             "device_kind": "cuda" if on_gpu else "cpu",
+            "device_uuid": _device_uuid(torch, self.device) if on_gpu else None,  # NVML's name for it
         }
+
+
+def _device_uuid(torch, device) -> str | None:
+    try:
+        uuid = str(torch.cuda.get_device_properties(device).uuid)
+        return uuid if uuid.startswith("GPU-") else f"GPU-{uuid}"
+    except Exception:  # a torch without the property: the meter falls back to CUDA_VISIBLE_DEVICES
+        return None
 
 
 def _cpu_name() -> str:

@@ -29,6 +29,17 @@ def test_config_and_summary_hold_the_trial_and_the_engine_figures():
     assert "concurrency" not in summary  # config, not a result
 
 
+def test_the_summary_carries_energy_or_why_there_is_none():
+    trial = dataclasses.replace(trial_record("off", concurrency=1, tok_s=100.0), energy_j=64.0, power_mean_w=320.0,
+                                energy_per_output_token_j=0.5, energy_source="counter", energy_gpus=1)
+    summary = trial_summary(dataclasses.asdict(trial), None)
+    assert (summary["energy_per_output_token_j"], summary["power_mean_w"], summary["energy_source"]) == (
+        0.5, 320.0, "counter")
+    cpu = dataclasses.replace(trial_record("off", concurrency=1, tok_s=100.0), energy_unmeasured="not a CUDA device")
+    summary = trial_summary(dataclasses.asdict(cpu), None)
+    assert summary["energy_j"] is None and summary["energy_unmeasured"] == "not a CUDA device"
+
+
 def test_tracker_choice(tmp_path):
     assert isinstance(open_tracker(tracking=TrackingSection(enabled=False), run_dir=tmp_path), NullTracker)
     assert isinstance(open_tracker(tracking=TrackingSection(enabled=True, mode="disabled"), run_dir=tmp_path), NullTracker)
