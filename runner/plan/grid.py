@@ -17,6 +17,7 @@ from runner.spec_arm import SpecArm, spec_arms
 
 if TYPE_CHECKING:
     from runner.measurement.workloads.base import WorkloadParams
+    from runner.plan.trial_draft import TrialDraft
 
 
 # What defines an engine, and so its id: named here, not derived from EngineSettings' fields, so that a new
@@ -78,6 +79,8 @@ class Trial:
     concurrency: int = 1
     repeat: int = 0
     api: str = "async"
+    # Set where the trial runs on its group's largest-k engine (runner.plan.draft_hosts): the k it drafts there.
+    draft: Optional[TrialDraft] = field(default=None, hash=False, compare=False)
 
     @property
     def params_json(self) -> str:

@@ -14,6 +14,7 @@ import pandas as pd
 
 from runner.numerics.decision import DecisionKind, one_for_all
 from runner.plan.vllm_args import deployment, read_args
+from runner.report.arm_engine import arm_engine, arm_rows
 from runner.report.arms import point_axes, point_coords
 from runner.report.verdict import (CAPACITY_OUTCOME, SINGLE_K_RULE, TIE_OUTCOME, describe_range, interval_range,
                                    ratio_range)
@@ -140,14 +141,14 @@ def recommendation(*, outcomes: pd.DataFrame, engines: pd.DataFrame, trials: pd.
                    divergence: pd.DataFrame, failures: pd.DataFrame, stops: pd.DataFrame, tie_band: float,
                    min_repeats: int, sources: list[str]) -> dict[str, Any]:
     ok_engines = engines[engines.status == EngineStatus.OK] if len(engines) else engines
-    simplicity = simplicity_of(ok_engines) if len(ok_engines) else {}
+    arms = arm_rows(ok_engines, trials)  # an arm set on a larger engine has trials but no engine row
+    simplicity = simplicity_of(arms) if len(arms) else {}
     text_of = dict(zip(outcomes.index, point_text))
     workloads: dict[str, Any] = {}
     for workload, mine in outcomes.groupby("workload", sort=False):
         where = [text_of[i] for i in mine.index]
         choice = one_for_all(list(mine.decision), simplicity)
-        engine_rows = ok_engines[ok_engines.arm == choice] if choice else ok_engines.iloc[0:0]
-        engine = engine_rows.iloc[0].to_dict() if len(engine_rows) else None
+        engine = arm_engine(choice, engines=ok_engines, trials=trials) if choice else None
         entry: dict[str, Any] = {"decided_by": metric_heading[workload], "choice": choice,
                                  "choice_per_load": choices_per_load(
                                      mine, where, point_axes(trials[trials.workload == workload]))}

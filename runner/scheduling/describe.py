@@ -23,7 +23,8 @@ def describe_plan(plan: Plan, *, done: set[str], parallel: int) -> str:
         lines.append(f"  {engine.engine_id} {labels[engine.engine_id]}: {len(trials)} trials, {todo} to run")
         for t in trials[:50]:
             mark = "done" if t.trial_id in done else "todo"
-            lines.append(f"      [{mark}] {t.trial_id} {t.workload} c={t.concurrency} r={t.repeat} {t.params_json}")
+            drafts = f" {t.draft.label} (set on this engine)" if t.draft else ""
+            lines.append(f"      [{mark}] {t.trial_id} {t.workload} c={t.concurrency} r={t.repeat}{drafts} {t.params_json}")
     return "\n".join(lines)
 
 
