@@ -2,7 +2,6 @@
 what the trial's rows record (the k or schedule that ran, the engine's k). Actor code."""
 from __future__ import annotations
 
-import dataclasses
 from typing import Optional
 
 from runner.plan.grid import EngineConfig, Trial
@@ -55,10 +54,7 @@ def _expected_ks(trial: Trial) -> Optional[list[int]]:
 
 def ran_settings(engine: EngineConfig, trial: Trial) -> EngineSettings:
     """The settings a trial's rows carry: its engine's, with the k (or schedule) the trial ran."""
-    draft = trial.draft
-    if draft is None:
-        return engine.settings
-    return dataclasses.replace(engine.settings, num_speculative_tokens=draft.k, spec_schedule=draft.schedule)
+    return engine.settings if trial.draft is None else trial.draft.settings_on(engine.settings)
 
 
 def draft_columns(engine: EngineConfig, trial: Trial) -> dict:

@@ -83,6 +83,12 @@ class Trial:
     draft: Optional[TrialDraft] = field(default=None, hash=False, compare=False)
 
     @property
+    def arm_engine_id(self) -> str:
+        """The engine the grid planned for this trial's arm: the one that runs it, or the smaller-k engine it
+        stands for where its draft count is set on a larger one (the race and converge compare arms by it)."""
+        return self.draft.planned_engine_id if self.draft is not None else self.engine_id
+
+    @property
     def params_json(self) -> str:
         return json.dumps(self.point, sort_keys=True)
 

@@ -1,6 +1,7 @@
 """What a trial drafts on a shared engine (runner.plan.draft_hosts): a value the plan hands the actor. Pure."""
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
 from typing import Optional
@@ -29,3 +30,7 @@ class TrialDraft:
     @property
     def label(self) -> str:
         return f"k={self.k}" + (f" sched={self.schedule}" if self.schedule else "")
+
+    def settings_on(self, engine_settings):
+        """The settings the trial's rows carry: its engine's, with the k (or schedule) the trial ran."""
+        return dataclasses.replace(engine_settings, num_speculative_tokens=self.k, spec_schedule=self.schedule)

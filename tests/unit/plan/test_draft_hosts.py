@@ -130,3 +130,14 @@ def test_every_stage_of_the_draft_schedule_study_runs_on_the_predict_stages_engi
         folded = fold(stage.plan, live=ON, catalogue=base.engines)
         assert {e.engine_id for e in folded.engines} <= loaded  # k=2 and the schedule arm: no load of their own
         assert all(t.draft is not None for t in folded.trials)
+
+
+def test_the_race_compares_arms_not_engines_where_one_engine_runs_several():
+    from runner.scheduling.race import Race
+
+    folded = fold(quick(), live=ON)
+    race = Race(plan=folded, enabled=True, tie_band=0.05, seed=0)
+    ids = {race.arm_id(t.trial_id, t.engine_id) for t in folded.trials}
+    assert len(ids) == 4 and len({t.engine_id for t in folded.trials}) == 2
+    assert sorted(race.arm(i) for i in ids) == ["mtp:1", "mtp:2", "mtp:3", "off"]
+    assert all(len(engines) == 4 for engines in race.planned_points().values())
