@@ -238,8 +238,8 @@ class EngineActor:
         reason = f"{type(exc).__name__}: {exc}"[:600]
         row = failed_trial_row(keys=self.keys, trial=trial, settings=ran_settings(self.engine, trial), kind=kind,
                                reason=reason, attempts=attempt)
-        row.engine_num_speculative_tokens = self.engine.settings.num_speculative_tokens
-        row.draft_set_live = trial.draft is not None
+        for name, value in draft_columns(self.engine, trial).items():
+            setattr(row, name, value)
         return TrialResult(trial=row, requests=[])
 
     async def _sample_kv_usage(self, peak: list[float]) -> None:
