@@ -203,7 +203,7 @@ class EngineActor:
         if self.warmup is Warmup.OFF:
             return None
         # Keyed by mode too: a pooled engine warmed light by one command is warmed again for one asking full.
-        drafts = self.drafts.warm_key(trial)
+        drafts = trial.draft.label if trial.draft is not None else None  # a shape warm at one k is not at another
         shape = (self.warmup, trial.workload, trial.params_json, trial.concurrency, trial.api, drafts)
         point = (trial.workload, trial.params_json, trial.api, drafts)
         batch = (trial.workload, trial.api, trial.concurrency, drafts)

@@ -40,10 +40,6 @@ class DraftSetter:
             await host.set_draft(OWN)
             self.current = OWN
 
-    def warm_key(self, trial: Trial) -> Optional[str]:
-        """A shape warmed at one draft count is not warm at another (a step of another length)."""
-        return trial.draft.label if trial.draft is not None else None
-
 
 def _expected_ks(trial: Trial) -> Optional[list[int]]:
     draft = trial.draft
