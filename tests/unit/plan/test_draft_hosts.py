@@ -2,11 +2,9 @@
 device, what a trial's row records and what the report deploys for a trial's k. Pure."""
 from __future__ import annotations
 
-import dataclasses
 import json
 
 import pandas as pd
-import pytest
 
 from runner.config.sections import run_config
 from runner.plan.draft_hosts import LiveDrafts, TrialDraft, describe, fold, planned_engines
