@@ -26,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def start(ray, *, k: int, args):
+    from runner.config.execution import EngineStart
     from runner.config.sections import ModelSection, run_config
     from runner.execution.actor import EngineActor
     from runner.measurement.records import RunKeys
@@ -50,7 +51,8 @@ def start(ray, *, k: int, args):
         env["VLLM_CPU_KVCACHE_SPACE"] = "1"
     resources = {"num_cpus": 1} if args.device == "cpu" else {"num_cpus": 1, "num_gpus": args.gpu_share}
     actor = ray.remote(max_restarts=0, **resources)(EngineActor).remote(
-        env=env, keys=RunKeys(sweep="draft_equivalence", run_id=f"k{k}"), warmup="full", first_trial_twice=False)
+        env=env, keys=RunKeys(sweep="draft_equivalence", run_id=f"k{k}"), warmup="full", first_trial_twice=False,
+        engine_start=EngineStart.FORKSERVER)  # the setter is installed in the fork server's engine core
     started = ray.get(actor.start.remote(engine=engine, model=model), timeout=1800)
     if not started.ok:
         raise SystemExit(f"engine k={k} did not start: {started.failure_kind}: {started.failure_reason}")
