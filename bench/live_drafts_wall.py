@@ -40,7 +40,7 @@ def main() -> None:
             total = re.search(r"total time: ([\d.]+) s", ran.log.read_text())
             frames = read_run(out / args.sweep / run)
             engines, trials = frames["engines"], frames["trials"]
-            ks = sorted(trials.num_speculative_tokens.astype(int).unique()) if len(trials) else []
+            ks = sorted(int(k) for k in trials.num_speculative_tokens.unique()) if len(trials) else []
             loads = float(engines.load_s.fillna(0).sum()) if len(engines) else 0.0
             print(f"  {mode}: wall {ran.wall_s:.1f} s, runner total {total.group(1) if total else 'n/a'} s; "
                   f"{len(engines)} loads ({loads:.1f} s), {len(trials)} trials at k {ks}", flush=True)
