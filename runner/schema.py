@@ -146,6 +146,10 @@ class TrialRecord(EngineSettings):
     workload: str
     workload_params_json: str
     api: str = "async"
+    # The engine that ran it (engine_id) was loaded at this k; num_speculative_tokens and spec_schedule are what
+    # the trial ran (a smaller k or a schedule set on the largest-k engine: draft_set_live). Null: rows before it.
+    engine_num_speculative_tokens: Optional[int] = None
+    draft_set_live: bool = False
     concurrency: int = 1
     # The engine's real batch size over the measure window (vLLM's running requests at each engine step, plus
     # those the step finished): what a dynamic draft-count schedule keys on, unlike the client's concurrency.

@@ -93,3 +93,45 @@ def spec_arms(*, methods: list, ks: list[int]) -> list[SpecArm]:
             if arm not in arms:
                 arms.append(arm)
     return arms
+
+
+def _present(value) -> bool:
+    return value is not None and not (isinstance(value, float) and value != value)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RowSpec:
+    """A result row's speculative fields, read in one place: the arm the trial ran (its k, or its schedule's
+    largest k, and the schedule) and the k its engine was loaded with, which is larger where the trial's draft
+    count was set on the largest-k engine (runner.plan.draft_hosts). Engines' rows: engine_k is k."""
+
+    method: str
+    k: int  # what the trial drafted (0 for off)
+    engine_k: int  # what its engine was loaded with
+    schedule: Any = None  # [[start, end, k], ...] as JSON, or None (a static k)
+
+    @classmethod
+    def of(cls, row) -> "RowSpec":
+        """From a trial or engine row (a dict, a pandas row, a record): nulls and NaN read as off / 0 / none."""
+        get = row.get if hasattr(row, "get") else lambda name, default=None: getattr(row, name, default)
+        method = get("spec_method")
+        method = str(method_name(method if _present(method) else None))
+        k = int(get("num_speculative_tokens") or 0) if _present(get("num_speculative_tokens")) else 0
+        k = 0 if method == "off" else k
+        engine_k = get("engine_num_speculative_tokens")
+        schedule = get("spec_schedule")
+        return cls(method=method, k=k, engine_k=int(engine_k) if _present(engine_k) else k,
+                   schedule=schedule if isinstance(schedule, str) and schedule else None)
+
+    @property
+    def arm(self) -> SpecArm:
+        return SpecArm(method=self.method, k=self.k)
+
+    @property
+    def set_live(self) -> bool:
+        """The trial's k differs from its engine's (set between trials)."""
+        return self.k != self.engine_k
+
+
+def row_spec(row) -> RowSpec:
+    return RowSpec.of(row)

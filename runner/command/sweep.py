@@ -79,6 +79,8 @@ def run_sweep(cfg: DictConfig, *, run_dir: Path, config: Optional[RunConfig] = N
     done = sink.finished_trial_ids(include_failed=not config.retry_failed)
     stages = run_stages(config=config, plan=plan, trial_rows=lambda: sink.rows["trials"])
     if config.dry_run:
+        from runner.plan.draft_hosts import describe as describe_drafts
+        from runner.plan.draft_hosts import live_drafts
         from runner.scheduling.describe import describe_converge, describe_devices, describe_loads, describe_plan
 
         first = next(stages)
@@ -89,6 +91,7 @@ def run_sweep(cfg: DictConfig, *, run_dir: Path, config: Optional[RunConfig] = N
         capacity = dry_run_capacity(config.cluster, device=device)
         print(describe_plan(first.plan, done=done, parallel=capacity.max_parallel_engines if capacity else 0))
         print(describe_loads(first.plan, resident=config.execution.resident, adaptive=bool(study)))
+        print(describe_drafts(first.plan, live=live_drafts(config)))
         for line in study.notes(config) if study else []:
             print(line)
         print("\n".join(describe_devices(first.plan, device=device, capacity=capacity, done=done,

@@ -87,6 +87,10 @@ class ExecutionSection:
     shutdown_timeout_s: float = field(default=10, metadata=_fix("execution.shutdown_timeout_s=10",
                                                                  "must be seconds > 0"))
     engine_start: str = "auto"  # auto | spawn | forkserver (EngineStart)
+    # One load per engine configuration apart from k: the largest-k engine runs every smaller k and schedule arm,
+    # its per-step draft count set between trials (runner.plan.draft_hosts). auto: on off CUDA; on CUDA off until a
+    # GPU table shows it faithful (docs/fidelity.md).
+    live_draft_count: Any = "auto"  # auto | on | off
     # An engine that sleeps pins its first sleep's host buffers while vLLM's init compiles (forkserver only).
     sleep_pin_ahead: bool = field(default=True, metadata=_fix("execution.sleep_pin_ahead=true",
                                                               "must be true or false"))
@@ -104,6 +108,11 @@ class ExecutionSection:
         except ValueError:
             errors.append(f"execution.engine_start={self.engine_start!r}: valid: auto, spawn, forkserver "
                           f"(fix: execution.engine_start=auto)")
+        if _switch(self.live_draft_count) not in ("auto", "on", "off"):
+            errors.append(f"execution.live_draft_count={self.live_draft_count!r}: valid: auto, on, off "
+                          f"(fix: execution.live_draft_count=auto)")
+        else:
+            self.live_draft_count = _switch(self.live_draft_count)
         try:
             self.resident = Residency(_switch(self.resident))
         except ValueError:

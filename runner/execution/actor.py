@@ -15,6 +15,7 @@ from typing import Optional
 
 from runner.config.execution import EngineStart, Warmup
 from runner.config.sections import ModelSection
+from runner.execution.drafts import DraftNotSet, DraftSetter, draft_columns, ran_settings, trimmed
 from runner.execution.energy import Unmetered, open_meter
 from runner.execution.engine import EngineHost, host_class
 from runner.execution.failures import fault_point, parse_startup_failure
@@ -69,6 +70,7 @@ class EngineActor:
         # How vLLM's engine-core process starts (runner/vllm/fork_server.py); installed once, in prepare.
         self.engine_start = EngineStart(engine_start).resolved()
         self.start_method = None
+        self.drafts = DraftSetter()  # what the engine drafts now (a trial's k set on the largest-k engine)
         # start() waits for a spare's prepare() still importing: a second vLLM import beside it fails.
         self._setup = asyncio.Lock()
         self.gc_pauses = GcPauses().install()
@@ -99,6 +101,7 @@ class EngineActor:
                 return StartResult(ok=False, failure_kind="model_unavailable",
                                    failure_reason=f"{type(exc).__name__}: {exc}"[:600])
         self.host = host_class(getattr(engine, "api", "async"))(engine=engine, model=model)
+        self.drafts = DraftSetter()
         try:
             async with self._setup:
                 await asyncio.to_thread(self._install_start_method)
@@ -123,6 +126,10 @@ class EngineActor:
         assert self.host is not None and self.engine is not None, "start() the engine first"
         workload = workload_class(trial.workload)()
         params = trial.params
+        try:
+            await self.drafts.apply(self.host, trial)  # before the warm-up: a shape is warm at one draft count
+        except Exception as exc:
+            return self._failed(trial, attempt, kind="draft_count_unset", exc=exc)
         try:
             warmup_s = await self._warm_up(trial=trial, workload=workload, params=params)
             await reset_prefix_cache(self.host)
@@ -183,16 +190,16 @@ class EngineActor:
             return self._failed(trial, attempt, kind="workload_error", exc=exc)
         gc_columns = self.gc_pauses.stop()
         sampler.cancel()
-        row = trial_row(keys=self.keys, trial=trial, settings=self.engine.settings, results=results,
+        row = trial_row(keys=self.keys, trial=trial, settings=ran_settings(self.engine, trial), results=results,
                         measured_phases=params.measured_phases(), wall_s=wall_s, started_at=started_at,
                         counter_deltas=window.deltas(), kv_usage_peak=peak[0], slo=self.slo, attempts=attempt,
                         warmup_s=warmup_s, warmup=self.warmup.value, arrival_columns=params.arrival_columns(),
                         **params.source_columns(max_model_len=self.engine.settings.max_model_len), **gc_columns,
-                        **(probe.columns() if probe is not None else {}))
+                        **(probe.columns() if probe is not None else {}), **draft_columns(self.engine, trial))
         row = dataclasses.replace(row, **self.energy.columns(output_tokens=row.output_tokens_total))
         reqs = request_rows(keys=self.keys, trial_id=trial.trial_id, engine_id=trial.engine_id, results=results,
                             t0=t0)
-        return TrialResult(trial=row, requests=reqs)
+        return trimmed(TrialResult(trial=row, requests=reqs), trial)
 
     async def _warm_up(self, *, trial: Trial, workload, params) -> Optional[float]:
         """Unmeasured runs the first time this engine sees a trial shape (compiles, kernel JITs, the n-gram
@@ -201,8 +208,10 @@ class EngineActor:
         if self.warmup is Warmup.OFF:
             return None
         # Keyed by mode too: a pooled engine warmed light by one command is warmed again for one asking full.
-        shape = (self.warmup, trial.workload, trial.params_json, trial.concurrency, trial.api)
-        point, batch = (trial.workload, trial.params_json, trial.api), (trial.workload, trial.api, trial.concurrency)
+        drafts = trial.draft.label if trial.draft is not None else None  # a shape warm at one k is not at another
+        shape = (self.warmup, trial.workload, trial.params_json, trial.concurrency, trial.api, drafts)
+        point = (trial.workload, trial.params_json, trial.api, drafts)
+        batch = (trial.workload, trial.api, trial.concurrency, drafts)
         if shape in self.warm_shapes:
             return 0.0
         if self.warmup_output_cap and getattr(params, "output_len", 0) > self.warmup_output_cap:
@@ -214,7 +223,7 @@ class EngineActor:
             if point not in self.warm_points:
                 await self._unmeasured(trial, workload, params.point_variant(), concurrency=1)
                 self.warm_points.add(point)
-                self.warm_batches.add((trial.workload, trial.api, 1))
+                self.warm_batches.add((trial.workload, trial.api, 1, drafts))
             if batch not in self.warm_batches:
                 await self._unmeasured(trial, workload, params.short_variant(), concurrency=trial.concurrency)
                 self.warm_batches.add(batch)
@@ -232,8 +241,10 @@ class EngineActor:
 
     def _failed(self, trial: Trial, attempt: int, *, kind: str, exc: BaseException) -> TrialResult:
         reason = f"{type(exc).__name__}: {exc}"[:600]
-        row = failed_trial_row(keys=self.keys, trial=trial, settings=self.engine.settings, kind=kind,
+        row = failed_trial_row(keys=self.keys, trial=trial, settings=ran_settings(self.engine, trial), kind=kind,
                                reason=reason, attempts=attempt)
+        for name, value in draft_columns(self.engine, trial).items():
+            setattr(row, name, value)
         return TrialResult(trial=row, requests=[])
 
     async def _sample_kv_usage(self, peak: list[float]) -> None:
@@ -283,6 +294,11 @@ class EngineActor:
 
     async def wake_up(self) -> float:
         return await self.host.wake_up() if self.host is not None else 0.0
+
+    async def reset_draft(self) -> None:
+        """The engine back at its own draft count (a kept engine parked or claimed: the next holder's trials set
+        their own)."""
+        await self.drafts.reset(self.host)
 
     async def is_sleeping(self) -> bool:
         return bool(await self.host.is_sleeping()) if self.host is not None else False

@@ -13,6 +13,7 @@ from runner.measurement.sampling import GREEDY, Sampling
 from runner.measurement.workloads.base import RequestResult
 from runner.models.source import ModelSource
 from runner.plan.grid import EngineConfig
+from runner.vllm import draft_count as vllm_draft_count
 from runner.vllm import engine as vllm_engine
 from runner.vllm.device import is_cpu
 from runner.vllm.outputs import engine_side, token_times
@@ -145,6 +146,10 @@ class EngineHost:
                              session=session, turn=turn, phase=phase,
                              send_lag_s=None if scheduled_at is None else sent - scheduled_at, **engine_side(final))
 
+    async def set_draft(self, ranges) -> dict:
+        """The engine core's per-step draft count (runner.vllm.draft_count), between trials."""
+        return await vllm_draft_count.set_async(self._llm, ranges)
+
     async def abort_in_flight(self) -> int:
         """Aborts every request still running (a failed workload's leftovers); returns how many."""
         ids = list(self.in_flight)
@@ -252,6 +257,9 @@ class OfflineEngineHost(EngineHost):
                 prompt_tokens=len(prompt), output_token_ids=token_ids, session=session, phase=phase,
                 **engine_side(out)))
         return results
+
+    async def set_draft(self, ranges) -> dict:
+        return vllm_draft_count.set_offline(self._llm, ranges)
 
     async def abort_in_flight(self) -> int:
         return 0  # a batch is one blocking call: nothing of it outlives a failure

@@ -17,6 +17,7 @@ from runner.numerics.draft_schedule import DraftSchedule, build_schedule
 from runner.numerics.spec_predict import _plain, static_k_rows
 from runner.numerics.step_cost import POINT_COLUMNS, batch_size
 from runner.numerics.stats import MIN_REPEATS, TIE_BAND
+from runner.spec_arm import row_spec
 
 # A schedule is one per workload point and engine family: the point without its load.
 FAMILY_COLUMNS = tuple(c for c in POINT_COLUMNS if c != "concurrency")
@@ -70,7 +71,7 @@ def measured_choices(trials: Iterable[Mapping], *, metric_column: str, higher_is
             pool = here + off.get(point, [])
             by_k: dict[int, list[float]] = {}
             for row in pool:
-                k = 0 if str(row.get("spec_method") or "off") == "off" else int(row.get("num_speculative_tokens") or 0)
+                k = row_spec(row).k
                 by_k.setdefault(k, []).append(float(row[metric_column]))
             decision = decide([Candidate(arm=f"k={k}", values=tuple(v), k=k) for k, v in sorted(by_k.items())],
                               higher_is_better=higher_is_better, tie_band=tie_band, min_repeats=min_repeats,

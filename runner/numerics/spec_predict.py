@@ -14,6 +14,7 @@ from typing import Iterable, Mapping, Optional, Sequence
 
 from runner.numerics.stats import Interval, mean_interval
 from runner.schema import TrialStatus
+from runner.spec_arm import row_spec
 
 CHAIN_DRAFTERS = frozenset({"mtp", "eagle", "eagle3", "draft_model"})
 # What makes two trials comparable, besides the draft count: engine settings and the workload point.
@@ -101,7 +102,7 @@ def predict_acceptance(trials: Iterable[Mapping], *,
     by_group: dict[tuple, dict[int, list[list[float]]]] = {}
     for row in static_k_rows(trials):
         lengths = trial_lengths(row)
-        k = int(row.get("num_speculative_tokens") or 0)
+        k = row_spec(row).k
         if len(lengths) != k or not k:
             continue
         by_group.setdefault(group_key(row, columns), {}).setdefault(k, []).append(lengths)

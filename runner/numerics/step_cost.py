@@ -18,6 +18,7 @@ from typing import Iterable, Mapping, Optional
 
 from runner.numerics.spec_predict import CHAIN_DRAFTERS, GROUP_COLUMNS, _plain, static_k_rows, trial_lengths
 from runner.numerics.stats import Interval, mean_interval
+from runner.spec_arm import row_spec
 
 # A workload point where engines of every draft count (and spec off) are compared.
 POINT_COLUMNS = tuple(c for c in GROUP_COLUMNS if c not in ("spec_method", "spec_acceptance_profile"))
@@ -92,7 +93,7 @@ def predict_speeds(trials: Iterable[Mapping]) -> list[SpeedPrediction]:
         if method == "off":
             off.setdefault(point, {})[repeat] = (step_time_s(row), batch_size(row), batch_size(row, "batch_size_p50"))
             continue
-        k = int(row.get("num_speculative_tokens") or 0)
+        k = row_spec(row).k
         rep = arms.setdefault((point, method, _plain(row.get("spec_acceptance_profile"))), {}).setdefault(
             repeat, _Repeat())
         rep.steps[k] = step_time_s(row)

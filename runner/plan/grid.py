@@ -17,6 +17,7 @@ from runner.spec_arm import SpecArm, spec_arms
 
 if TYPE_CHECKING:
     from runner.measurement.workloads.base import WorkloadParams
+    from runner.plan.trial_draft import TrialDraft
 
 
 # What defines an engine, and so its id: named here, not derived from EngineSettings' fields, so that a new
@@ -78,6 +79,14 @@ class Trial:
     concurrency: int = 1
     repeat: int = 0
     api: str = "async"
+    # Set where the trial runs on its group's largest-k engine (runner.plan.draft_hosts): the k it drafts there.
+    draft: Optional[TrialDraft] = field(default=None, hash=False, compare=False)
+
+    @property
+    def arm_engine_id(self) -> str:
+        """The engine the grid planned for this trial's arm: the one that runs it, or the smaller-k engine it
+        stands for where its draft count is set on a larger one (the race and converge compare arms by it)."""
+        return self.draft.planned_engine_id if self.draft is not None else self.engine_id
 
     @property
     def params_json(self) -> str:

@@ -81,7 +81,13 @@ class PredictSchedule:
         return replace(config, sweep=replace(config.sweep, arms=static))
 
     def notes(self, config: RunConfig) -> list[str]:
-        return []
+        from runner.plan.draft_hosts import live_drafts
+
+        live = live_drafts(config)
+        if live.on:
+            return ["every stage runs on the predict stage's engines: the contenders, the spot check and the schedule "
+                    "arm have their draft count set on the largest-k engine, beside spec off (no load of their own)"]
+        return [f"later stages load an engine per k they measure ({live.reason})"]
 
     def stage(self, index: int, *, config: RunConfig, rows: list[dict]) -> Optional[Stage]:
         steps = (self._predict, self._contenders, self._schedule)

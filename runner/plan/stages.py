@@ -62,10 +62,14 @@ def select(plan: Plan, keep: Callable) -> Plan:
 def run_stages(*, config: RunConfig, plan: Plan, trial_rows: Callable[[], list[dict]]) -> Iterator[Stage]:
     """The stages to run, lazily: a fixed sweep's one plan, or the study's stages, each planned after the one
     before it has run (`trial_rows()` reads the run folder's trial rows then). A study sees only the rows of its
-    earlier stages' trials, so that a resumed command plans each stage as the first command did."""
+    earlier stages' trials, so that a resumed command plans each stage as the first command did. Each stage's
+    engines that differ only in k share one load where the run sets draft counts live (runner.plan.draft_hosts)."""
+    from runner.plan.draft_hosts import fold, live_drafts
+
+    live = live_drafts(config)
     study = adaptive_study(config.sweep.adaptive)
     if study is None:
-        yield Stage(name="grid", plan=plan)
+        yield Stage(name="grid", plan=fold(plan, live=live))
         return
     earlier: set[str] = set()
     index = 0
@@ -75,5 +79,6 @@ def run_stages(*, config: RunConfig, plan: Plan, trial_rows: Callable[[], list[d
         if stage is None:
             return
         earlier |= {t.trial_id for t in stage.plan.trials}
-        yield replace(stage, later=True)  # whether another follows is known only from this one's results
+        # One host per group for every stage: the largest k of the study's fixed plan or of this stage.
+        yield replace(stage, later=True, plan=fold(stage.plan, live=live, catalogue=plan.engines))  # whether another follows is known only from this one's results
         index += 1

@@ -87,6 +87,7 @@ class PooledEngineActor(EngineActor):
                 return StartResult(ok=False, failure_kind="pool_engine_gone", failure_reason="no engine loaded")
             if getattr(host, "_asleep", False):
                 await host.wake_up()
+            await self.reset_draft()
             self.keys, self.slo, self.warmup = keys, slo, Warmup.on_engine(warmup)
             self.warmup_output_cap = warmup_output_cap
             self.first_trial_twice = first_trial_twice
@@ -108,6 +109,7 @@ class PooledEngineActor(EngineActor):
             host = self.host
             if host is not None:
                 await drain(host)
+                await self.reset_draft()
                 engine = self.engine
                 if engine is not None and engine.engine_args.get("enable_sleep_mode") and \
                         not getattr(host, "_asleep", False):

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pandas as pd
 
 from runner.report.answer_caveats import workload_caveats
+from runner.report.arm_engine import arm_rows
 from runner.report.study_answer import (Answerer, Caveat, Study, StudyKind, WorkloadAnswer, per_point_answer,
                                         rate_search_answer)
 from runner.schema import EngineStatus
@@ -25,7 +26,8 @@ def study_answers(*, study: Study, outcomes: pd.DataFrame, rate_verdicts: list, 
                   divergence: pd.DataFrame, failures: pd.DataFrame, stops: pd.DataFrame,
                   min_repeats: int) -> dict[str, WorkloadAnswer]:
     ok = engines[engines.status == EngineStatus.OK] if len(engines) else engines
-    simplicity = {a: (int(k) > 0, int(k), int(o)) for a, k, o in zip(ok.arm, ok.k, ok.arm_order)} if len(ok) else {}
+    arms = arm_rows(ok, trials)  # an arm set live on a larger engine has trials but no engine row of its own
+    simplicity = {a: (int(k) > 0, int(k), int(o)) for a, k, o in zip(arms.arm, arms.k, arms.arm_order)}
     dummy = bool(len(engines) and "model" in engines and engines.model.astype(str).str.contains("dummy").any())
     by_rate = set(rate_answered(study, rate_verdicts))
     workloads = list(dict.fromkeys([*outcomes.workload, *by_rate])) if len(outcomes) else list(by_rate)
@@ -40,11 +42,12 @@ def study_answers(*, study: Study, outcomes: pd.DataFrame, rate_verdicts: list, 
                                     failures=failures, stops=stops, trials=trials, min_repeats=min_repeats)
 
         if per_point:
-            answer = per_point_answer(workload, mine, engines=engines, config=config, simplicity=simplicity,
-                                      caveats=())
+            answer = per_point_answer(workload, mine, engines=engines, trials=trials, config=config,
+                                      simplicity=simplicity, caveats=())
         else:
             answer = rate_search_answer(workload, [v for v in rate_verdicts if v.workload == workload],
-                                        rate_rows.get(workload, {}), engines=engines, config=config, caveats=())
+                                        rate_rows.get(workload, {}), engines=engines, trials=trials, config=config,
+                                        caveats=())
         found = caveats(answer.deploy)
         if answer.deploy is None and answer.answerer is not Answerer.LONE_ARM:
             found += (Caveat(tag="", text=f"no recommendation: {answer.why_none}"),)

@@ -31,14 +31,17 @@ def deciding_metric(workload: str) -> DecidingMetric:
                               f"Workload class in runner/measurement/workloads/)") from None
 
 
-# A trial point: the same engine, workload, params and concurrency (its repeats differ in round and prompts).
-POINT = ["engine_id", "workload", "workload_params_json", "concurrency"]
+# A trial point: the same engine at the same draft count (one engine may run several: runner.plan.draft_hosts),
+# workload, params and concurrency (its repeats differ in round and prompts).
+POINT = ["engine_id", "workload", "workload_params_json", "concurrency", "num_speculative_tokens", "spec_schedule"]
 
 
 def ok_trial_values(trials: pd.DataFrame, samples: pd.DataFrame) -> pd.DataFrame:
     """The ok trials with their deciding figure (`value`: the median of their samples); trials without one dropped."""
     value = samples.groupby(["source", "trial_id"]).value.median()
     ok = trials[trials.status == TrialStatus.OK].copy()
+    ok["num_speculative_tokens"] = ok.get("num_speculative_tokens", pd.Series(0, index=ok.index)).fillna(0)
+    ok["spec_schedule"] = ok.get("spec_schedule", pd.Series("", index=ok.index)).fillna("")  # a key, not a null
     ok["value"] = [value.get((s, t)) for s, t in zip(ok.source, ok.trial_id)]
     return ok.dropna(subset=["value"])
 

@@ -20,7 +20,7 @@ from runner.numerics.step_cost import POINT_COLUMNS, contenders, predict_speeds,
 from runner.report.arms import POINT_FIELDS
 from runner.report.samples import deciding_metric
 from runner.schema import TrialStatus
-from runner.spec_arm import SpecArm
+from runner.spec_arm import SpecArm, row_spec
 from runner.vllm.serve import serve_flags
 from runner.vllm.spec_config import speculative_config
 
@@ -212,8 +212,8 @@ def _source_rows(rows: list[dict]) -> list[dict]:
     for r in rows:
         if r.get("spec_method") != "off":
             key = (r.get("spec_method"), _plain(r.get("spec_acceptance_profile")))
-            k_max[key] = max(k_max.get(key, 0), int(r.get("num_speculative_tokens") or 0))
-    return [r for r in rows if r.get("spec_method") == "off" or int(r.get("num_speculative_tokens") or 0)
+            k_max[key] = max(k_max.get(key, 0), row_spec(r).k)
+    return [r for r in rows if r.get("spec_method") == "off" or row_spec(r).k
             == k_max[(r.get("spec_method"), _plain(r.get("spec_acceptance_profile")))]]
 
 
@@ -236,7 +236,7 @@ def predicted_vs_measured(trials: pd.DataFrame, *, column: str = "decode_tok_s_p
     measured: dict[tuple, list[float]] = {}
     for r in rows:
         point = tuple(_plain(r.get(c)) for c in POINT_COLUMNS)
-        k = int(r.get("num_speculative_tokens") or 0) if r.get("spec_method") != "off" else 0
+        k = row_spec(r).k
         value = _plain(r.get(column))
         if value is not None:
             for method in ({r.get("spec_method")} if k else {p.method for p in predictions}):

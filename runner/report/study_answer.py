@@ -18,8 +18,10 @@ import pandas as pd
 
 from runner.numerics.decision import one_for_all
 from runner.plan.vllm_args import deployment, production, read_args
+from runner.report.arm_engine import arm_engine
 from runner.report.rate_answer import INDETERMINATE, RateVerdict
 from runner.schema import EngineStatus
+from runner.spec_arm import row_spec
 from runner.vllm.serve import serve_command
 
 
@@ -113,11 +115,12 @@ class WorkloadAnswer:
                 "caveats": [c.text for c in self.caveats]}
 
 
-def deploy_of(arm: str, engines: pd.DataFrame, *, config: dict) -> Deploy:
-    """The arm's Deploy from what its engine ran (engines.vllm_args_json), as production takes it."""
-    ok = engines[(engines.arm == arm) & (engines.status == EngineStatus.OK)] if len(engines) else engines
-    row = ok.iloc[0].to_dict() if len(ok) else {}
-    k = int(row.get("k", 0) or 0)
+def deploy_of(arm: str, engines: pd.DataFrame, *, trials: pd.DataFrame, config: dict) -> Deploy:
+    """The arm's Deploy from what its engine ran (engines.vllm_args_json) at the k its trials ran
+    (runner.report.arm_engine: an engine may run several k), as production takes it."""
+    ok = engines[engines.status == EngineStatus.OK] if len(engines) else engines
+    row = arm_engine(arm, engines=ok, trials=trials) or {}
+    k = row_spec(row).k if row else 0
     ran = read_args(row.get("vllm_args_json"))
     if ran is None:
         return Deploy(arm=arm, k=k)
@@ -139,15 +142,12 @@ def _plain(value) -> str:
         if isinstance(value, (list, tuple)) else str(value)
 
 
-def _k_of(arm: Optional[str], engines: pd.DataFrame) -> Optional[int]:
-    if arm is None or not len(engines):
-        return None
-    ks = engines[engines.arm == arm].k
-    return int(ks.iloc[0]) if len(ks) and int(ks.iloc[0]) > 0 else None
+def _k_of(deploy: Optional[Deploy]) -> Optional[int]:
+    return deploy.k if deploy is not None and deploy.k > 0 else None
 
 
 def rate_search_answer(workload: str, verdicts: list[RateVerdict], cells: dict[str, str], *, engines: pd.DataFrame,
-                       config: dict, caveats: tuple[Caveat, ...]) -> WorkloadAnswer:
+                       trials: pd.DataFrame, config: dict, caveats: tuple[Caveat, ...]) -> WorkloadAnswer:
     """A rate search's workload: deploy the arm the highest-rate verdict names on every line (rate_answer's rule)."""
     chosen = {v.deploy for v in verdicts}
     arms = {a.arm for v in verdicts for a in v.arms}
@@ -161,17 +161,17 @@ def rate_search_answer(workload: str, verdicts: list[RateVerdict], cells: dict[s
     elif arm == INDETERMINATE:
         arm, why = None, "indeterminate: the highest-rate intervals overlap"
     answerer = Answerer.LONE_ARM if len(arms) == 1 else Answerer.HIGHEST_RATE
-    deploy = deploy_of(arm, engines, config=config) if arm else None
+    deploy = deploy_of(arm, engines, trials=trials, config=config) if arm else None
     ratio = [v.ratio_text() for v in verdicts if len(v.arms) > 1 and v.deploy]
     deploy_text = cells.get("deploy", "–") if arm or INDETERMINATE in chosen else f"none: {why}"
     return WorkloadAnswer(workload=workload, answerer=answerer, deploy=deploy, why_none=why, deploy_text=deploy_text,
                           by_how_much=cells.get("by how much", "–"), interval="; ".join(ratio) or "–",
                           flips="–", how_sure=cells.get("how sure", "–"), caveats=caveats,
-                          draft_count=_k_of(arm, engines))
+                          draft_count=_k_of(deploy))
 
 
-def per_point_answer(workload: str, outcomes: pd.DataFrame, *, engines: pd.DataFrame, config: dict,
-                     simplicity: dict[str, tuple], caveats: tuple[Caveat, ...]) -> WorkloadAnswer:
+def per_point_answer(workload: str, outcomes: pd.DataFrame, *, engines: pd.DataFrame, trials: pd.DataFrame,
+                     config: dict, simplicity: dict[str, tuple], caveats: tuple[Caveat, ...]) -> WorkloadAnswer:
     """A grid's (or a predict-then-validate study's) workload: one setting for all its points."""
     measured = set(outcomes.leader.dropna()) | {a for t in outcomes.tied for a in t}
     if not measured:
@@ -185,9 +185,9 @@ def per_point_answer(workload: str, outcomes: pd.DataFrame, *, engines: pd.DataF
                               deploy_text=f"none: only {arm} measured (nothing compared)", caveats=caveats)
     arm = one_for_all(list(outcomes.decision), simplicity)
     why = "" if arm else "no point has a choice (too few repeats, a capacity wall or no result)"
-    return WorkloadAnswer(workload=workload, answerer=Answerer.PER_POINT,
-                          deploy=deploy_of(arm, engines, config=config) if arm else None, why_none=why,
-                          caveats=caveats, draft_count=_k_of(arm, engines))
+    deploy = deploy_of(arm, engines, trials=trials, config=config) if arm else None
+    return WorkloadAnswer(workload=workload, answerer=Answerer.PER_POINT, deploy=deploy, why_none=why,
+                          caveats=caveats, draft_count=_k_of(deploy))
 
 
 def finite_or_none(value):

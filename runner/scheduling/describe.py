@@ -27,7 +27,8 @@ def describe_plan(plan: Plan, *, done: set[str], parallel: int) -> str:
             lines.append(f"      forces synthetic_acceptance_rates {forced} (rejection_sample_method: synthetic)")
         for t in trials[:50]:
             mark = "done" if t.trial_id in done else "todo"
-            lines.append(f"      [{mark}] {t.trial_id} {t.workload} c={t.concurrency} r={t.repeat} {t.params_json}")
+            drafts = f" {t.draft.label} (set on this engine)" if t.draft else ""
+            lines.append(f"      [{mark}] {t.trial_id} {t.workload} c={t.concurrency} r={t.repeat}{drafts} {t.params_json}")
     return "\n".join(lines)
 
 

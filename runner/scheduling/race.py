@@ -62,9 +62,10 @@ class Race:
     seed: int
     converge: bool = False  # sweep.converge: a settled point stops taking repeats
     samples: list = field(default_factory=list)
-    eliminated: dict[tuple, str] = field(default_factory=dict)  # (engine_id, workload) -> reason
+    eliminated: dict[tuple, str] = field(default_factory=dict)  # (arm engine id, workload) -> reason
     settled: dict[tuple, str] = field(default_factory=dict)  # (workload, point) -> reason
     _arms: dict | None = None
+    _arm_ids: dict | None = None  # trial id -> its arm's engine id (Trial.arm_engine_id: one engine, several k)
 
     def add(self, record, requests) -> None:
         """A finished trial's sample (OK trials only, and only while racing or converging)."""
@@ -74,19 +75,29 @@ class Race:
         if value is None:
             return
         metric = workload_class(record.workload).deciding
+        arm_id = self.arm_id(record.trial_id, record.engine_id)
         self.samples.append(race.RaceSample(
-            engine_id=record.engine_id, arm=self.arm(record.engine_id), workload=record.workload,
+            engine_id=arm_id, arm=self.arm(arm_id), workload=record.workload,
             point=point_key(record.workload_params_json, record.concurrency), round=int(record.round),
             value=float(value), higher_is_better=bool(metric.higher_is_better)))
+
+    def arm_id(self, trial_id: str, engine_id: str) -> str:
+        if self._arm_ids is None:
+            self._arm_ids = {t.trial_id: t.arm_engine_id for t in self.plan.trials}
+        return self._arm_ids.get(trial_id, engine_id)
 
     def arm(self, engine_id: str) -> str:
         if self._arms is None:
             try:
                 from runner.labels import engine_labels
 
-                engines = self.plan.engines
-                labels = engine_labels([e.settings for e in engines], apis=[e.api for e in engines])
-                self._arms = {e.engine_id: label for e, label in zip(engines, labels)}
+                arms: dict = {}  # arm engine id -> (settings, api): an arm set on a larger engine is its own
+                for t in self.plan.trials:
+                    e = self.plan.engine(t.engine_id)
+                    arms.setdefault(t.arm_engine_id, (e.settings if t.draft is None else
+                                                      t.draft.settings_on(e.settings), e.api))
+                labels = engine_labels([s for s, _ in arms.values()], apis=[a for _, a in arms.values()])
+                self._arms = dict(zip(arms, labels))
             except Exception:  # labels are another module's; the engine id always names the arm
                 self._arms = {}
         return self._arms.get(engine_id, engine_id)
@@ -107,7 +118,7 @@ class Race:
     def planned_points(self) -> dict[tuple[str, str], set[str]]:
         points: dict[tuple[str, str], set[str]] = {}
         for t in self.plan.trials:
-            points.setdefault((t.workload, point_key(t.params_json, t.concurrency)), set()).add(t.engine_id)
+            points.setdefault((t.workload, point_key(t.params_json, t.concurrency)), set()).add(t.arm_engine_id)
         return points
 
     def stop(self, trial) -> tuple[str, str] | None:
@@ -120,4 +131,4 @@ class Race:
 
     def elimination(self, trial) -> str | None:
         """Why this trial's arm is out of its workload's race (None: it runs)."""
-        return self.eliminated.get((trial.engine_id, trial.workload))
+        return self.eliminated.get((trial.arm_engine_id, trial.workload))

@@ -98,9 +98,15 @@ class LaneSteps:
     def evict(self, lane: Lane, resident: Resident, *, graceful: bool = True) -> None:
         lane.residents.pop(resident.engine.engine_id, None)
         if graceful:
-            self.pool.retire(resident.engine, resident.actor)
+            self.retire(lane, resident)
         else:
             self.pool.kill(resident.actor, graceful=False)
+
+    def retire(self, lane: Lane, resident: Resident) -> None:
+        """The engine goes (off the critical path), unless a neighbour's start is profiling memory on its GPU: then
+        it goes once that start ends (start_next)."""
+        if not self.start_gate.hold_release(lane.index, resident):
+            self.pool.retire(resident.engine, resident.actor)
 
     def enter_engine(self, lane: Lane, engine: EngineConfig) -> None:
         if lane.preloading:  # engines still loading beside a failed one: they come in first
@@ -173,7 +179,10 @@ class LaneSteps:
             self.start_spare(lane)
 
     def start_next(self, lane: Lane) -> None:
-        """The lane's start has ended: the next lane waiting on its GPU starts now."""
+        """The lane's start has ended: engines held back meanwhile go, then the next lane waiting on its GPU starts
+        (after they have gone: a start waits for its neighbours' releases)."""
+        for resident in self.start_gate.releases_due(lane.index):
+            self.pool.retire(resident.engine, resident.actor)
         nxt = self.start_gate.release(lane.index)
         if nxt is not None:
             waiting = next(other for other in self.lanes if other.index == nxt)
@@ -292,7 +301,7 @@ class LaneSteps:
             lane.residents[engine_id] = current  # its teardown would take cores from the next engine's trials
         else:
             lane.residents.pop(engine_id, None)
-            self.pool.retire(current.engine, current.actor)
+            self.retire(lane, current)
 
     def keeps(self, lane: Lane, resident: Resident, *, later_stage: bool = False) -> bool:
         """Whether an engine with a later turn stays resident: room in host RAM, back before the deadline (a turn

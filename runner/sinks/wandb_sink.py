@@ -38,7 +38,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from runner.spec_arm import SpecArm
+from runner.spec_arm import row_spec
 from runner.schema import EngineSettings, EngineStatus, RequestRecord, TrialRecord, TrialStatus, column_names
 
 LEDGER = "exported.json"
@@ -80,7 +80,7 @@ def trial_config(trial: dict, engine: dict | None, *, label: str | None = None) 
     config = {k: _clean(trial.get(k)) for k in TRIAL_CONFIG_KEYS}
     config["workload_params"] = json.loads(trial.get("workload_params_json") or "{}")
     config["engine_args"] = json.loads(trial.get("engine_args_json") or "{}")
-    config["spec"] = SpecArm.of(trial.get("spec_method"), trial.get("num_speculative_tokens")).label
+    config["spec"] = row_spec(trial).arm.label
     config["engine_label"] = label or config["spec"]
     if engine:
         config["device_name"] = engine.get("device_name")

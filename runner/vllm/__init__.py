@@ -17,6 +17,7 @@ reason (`notice`); nothing falls back silently.
 | spec_compat    | read  | 0.26.0, 0.32.0 | PIECEWISE graphs for a schedule engine on CUDA (0.26 needs it)            |
 | worker_probe   | read  | 0.26.0, 0.32.0 | a worker extension reading weights and KV memory in the worker            |
 | fork_server    | patch | 0.26.0, 0.32.0 | the engine core forked from a warm fork server (get_mp_context)           |
+| draft_count    | patch | 0.32.0         | the per-step draft count set between trials (EngineCore utility method)   |
 | sleep_pinning  | patch | 0.26.0, 0.32.0 | CUDA only: first sleep's host buffers pinned during init (Worker, torch)  |
 | ngram_jit      | patch | 0.26.0, 0.32.0 | CUDA only: the n-gram proposer's kernel compiled during init              |
 | model_info     | patch | 0.26.0, 0.32.0 | vLLM's model-info cache filled in one throwaway process                   |

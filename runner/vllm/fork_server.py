@@ -22,6 +22,7 @@ import os
 from multiprocessing.context import ForkServerProcess
 
 from runner.vllm import notice
+from runner.vllm.draft_count import install as install_draft_count
 from runner.vllm.ngram_jit import NGRAM_JIT_ENV
 from runner.vllm.ngram_jit import install as install_ngram_jit
 from runner.vllm.sleep_pinning import PIN_AHEAD_ENV
@@ -53,6 +54,7 @@ class _CarriedEnvProcess(ForkServerProcess):
             install_sleep_pinning()
         if os.environ.get(NGRAM_JIT_ENV) == "1":
             install_ngram_jit()
+        install_draft_count()  # one utility method: the draft count set between trials (runner.vllm.draft_count)
         super().run()
 
 

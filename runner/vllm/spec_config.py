@@ -26,3 +26,18 @@ def speculative_config(arm: SpecArm, *, extra: Optional[Mapping] = None,
         config[SCHEDULE_KEY] = [list(r) for r in schedule]
     config.update(acceptance or {})
     return config
+
+
+def with_draft(config: Optional[Mapping], *, k: int, schedule: Optional[Sequence[Sequence[int]]] = None) -> dict:
+    """An engine's `speculative_config` set to another arm's draft count: k (a schedule's largest k) and the
+    schedule, or none; the rest (method, acceptance keys: a profile's first k rates) as the engine had it."""
+    out = dict(config or {})
+    out["num_speculative_tokens"] = int(k)
+    if schedule:
+        out[SCHEDULE_KEY] = [list(r) for r in schedule]
+    else:
+        out.pop(SCHEDULE_KEY, None)
+    rates = out.get("synthetic_acceptance_rates")
+    if isinstance(rates, list) and len(rates) > k:
+        out["synthetic_acceptance_rates"] = rates[:k]
+    return out

@@ -83,6 +83,12 @@ PIECES: tuple[Piece, ...] = (
                     "nvmlDeviceGetPowerUsage,NVMLError}; the worker's torch.cuda device properties' uuid"),
     Piece(name="fork_server", module="fork_server", kind=Kind.PATCH,
           relies_on="vllm.v1.engine.utils.get_mp_context (replaced in the actor process)"),
+    Piece(name="draft_count", module="draft_count", kind=Kind.PATCH, checked_on=(CPU_BUILD,),
+          relies_on="vllm.v1.engine.core.EngineCore (a utility method added in the engine-core process), "
+                    "Scheduler.{dynamic_sd_lookup,num_spec_tokens,scheduler_config.max_num_seqs}, "
+                    "SchedulerOutput.num_spec_tokens_to_schedule, "
+                    "vllm.v1.spec_decode.dynamic.utils.build_dynamic_sd_schedule_lookup; inactive on 0.26 (not "
+                    "checked there: a load per draft count)"),
     Piece(name="sleep_pinning", module="sleep_pinning", kind=Kind.PATCH, cuda_only=True,
           relies_on="vllm.v1.worker.gpu_worker.Worker.{load_model,compile_or_warm_up_model,sleep}, "
                     "vllm.device_allocator.cumem.CuMemAllocator.pointer_to_data, torch.empty (during the first "

@@ -6,7 +6,8 @@ interval over repeats of one loop has no width).
 - the schedule engine follows its schedule: draft tokens per draft is 3 alone and about 1 with 4 sessions;
 - AL(1) and AL(2) predicted from the k = 3 engine's per-position counters fall inside the intervals measured at
   k = 1 and k = 2 (t intervals over the repeats, per concurrency);
-- every trial records the engine's real batch size.
+- every trial records the engine's real batch size;
+- one engine (MTP at k = 3) ran every arm, its draft count set between trials (runner.plan.draft_hosts).
 """
 from __future__ import annotations
 
@@ -36,9 +37,11 @@ def schedule_sweep(tmp_path_factory):
 
 def test_all_engines_ran_and_the_schedule_is_on_its_rows(schedule_sweep):
     engines = read_frame(schedule_sweep, "engines")
-    assert (engines.status == "ok").all() and len(engines) == 4
+    assert (engines.status == "ok").all() and len(engines) == 1  # every k and the schedule on the k = 3 engine
+    assert engines.num_speculative_tokens.tolist() == [3]
     trials = read_frame(schedule_sweep, "trials")
     assert len(trials) == 24 and (trials.status == "ok").all()
+    assert (trials.engine_num_speculative_tokens == 3).all()
     scheduled = trials[trials.spec_schedule.notna()]
     assert len(scheduled) == 6 and set(scheduled.spec_schedule) == {"[[1,1,3],[2,8,1]]"}
     assert (scheduled.num_speculative_tokens == 3).all()

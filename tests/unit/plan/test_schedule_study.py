@@ -97,7 +97,10 @@ def test_a_fixed_sweep_is_one_stage():
     config = _config("sweep.adaptive=null")
     plan = build_plan(adaptive_study("predict_schedule").plannable(config))
     (stage,) = list(run_stages(config=config, plan=plan, trial_rows=list))
-    assert stage.plan is plan
+    assert [t.trial_id for t in stage.plan.trials] == [t.trial_id for t in plan.trials]
+    (off,) = list(run_stages(config=_config("sweep.adaptive=null", "execution.live_draft_count=off"), plan=plan,
+                             trial_rows=list))
+    assert off.plan is plan  # a load per k: the plan as built
 
 
 @pytest.mark.parametrize("overrides, words", [

@@ -65,6 +65,18 @@ def test_vllms_profiling_error_is_a_memory_failure_with_its_numbers():
     assert failure.numbers == {"initial_free_gib": 40.8, "current_free_gib": 65.96}
 
 
+def test_an_engine_going_waits_for_its_neighbours_start_and_goes_before_the_next():
+    gate = StartGate(engines_per_gpu=2)
+    assert gate.admit(0)  # lane 0 profiles memory on GPU 0
+    assert gate.hold_release(1, "lane 1's engine")  # its neighbour's engine would free memory mid-profile: held
+    assert not gate.hold_release(0, "lane 0's other engine")  # the starting lane's own go now
+    assert not gate.hold_release(2, "GPU 1's engine")  # another GPU: no wait
+    assert gate.releases_due(0) == ["lane 1's engine"] and gate.releases_due(0) == []
+    gate.release(0)
+    assert not gate.hold_release(1, "later")  # no start in flight: it goes at once
+    assert not StartGate(engines_per_gpu=1).hold_release(1, "alone")
+
+
 def test_the_dry_run_says_how_starts_are_ordered():
     capacity = Capacity(device_units=2, max_parallel_engines=2, engines_per_gpu=2)
     lines = describe_devices(rounds_plan(engines=2, trials=1, repeats=1), device="cuda", capacity=capacity,
@@ -72,6 +84,7 @@ def test_the_dry_run_says_how_starts_are_ordered():
     (line,) = [ln for ln in lines if ln.startswith("engine starts:")]
     assert "one at a time on each GPU" in line and "then their engines run side by side" in line
     assert "retried once" in line and "start_retried_after" in line
+    assert "an engine going waits for a neighbour's start" in line and "270 s" in line and "no speed-up" in line
     assert start_order_line(engines_per_gpu=1) is None
     alone = describe_devices(rounds_plan(engines=2, trials=1, repeats=1), device="cuda",
                              capacity=Capacity(device_units=1, max_parallel_engines=1), done=set())

@@ -37,6 +37,8 @@ def test_each_piece_finds_its_names_in_the_installed_vllm(name, verdicts):
 def test_the_inactive_pieces_here_are_the_cuda_only_ones(verdicts):
     """States which pieces do nothing on this machine's vLLM, and why."""
     inactive = {name: v.reason for name, v in verdicts.items() if not v.active}
+    if vllm_version() != CPU_BUILD:  # the draft count set between trials ran on the CPU build only
+        assert inactive.pop("draft_count").startswith(f"not checked on vLLM {vllm_version()}")
     if _cuda():
         assert inactive == {}
     else:
@@ -44,7 +46,7 @@ def test_the_inactive_pieces_here_are_the_cuda_only_ones(verdicts):
 
 
 # Pieces whose names were checked on the CPU build only: the GPU build's contract run adds GPU_STUDIES.
-NOT_YET_ON_GPU = {"nvml"}
+NOT_YET_ON_GPU = {"nvml", "draft_count"}
 
 
 def test_every_piece_was_checked_on_both_versions_and_the_installed_one_is_among_them():
@@ -52,7 +54,27 @@ def test_every_piece_was_checked_on_both_versions_and_the_installed_one_is_among
     assert all(p.checked_on == (CPU_BUILD,) for p in PIECES if p.name in NOT_YET_ON_GPU)
     assert vllm_version() in (GPU_STUDIES, CPU_BUILD)
     assert {p.name for p in PIECES if p.kind is Kind.PATCH} == {"fork_server", "sleep_pinning", "ngram_jit",
-                                                                "model_info"}
+                                                                "model_info", "draft_count"}
+
+
+def test_the_draft_count_is_set_through_vllms_own_lookup_builder():
+    """The utility method builds the lookup the scheduler would build for a schedule engine, capped at the
+    engine's k, and restores the engine's own."""
+    from types import SimpleNamespace
+
+    from runner.vllm import draft_count
+
+    scheduler = SimpleNamespace(dynamic_sd_lookup=None, num_spec_tokens=3,
+                                scheduler_config=SimpleNamespace(max_num_seqs=8))
+    core = SimpleNamespace(scheduler=scheduler)
+    ranges = draft_count.static_ranges(1, max_num_seqs=8)
+    assert draft_count._set_draft_count(core, ranges) == {"engine_k": 3, "ks": [1], "lookup": True}
+    assert scheduler.dynamic_sd_lookup == [0] + [1] * 8
+    assert draft_count._set_draft_count(core, [[1, 2, 3], [3, 8, 2]])["ks"] == [2, 3]
+    assert draft_count._set_draft_count(core, [[1, 8, 5]])["ks"] == [3]  # capped at the engine's k, as vLLM does
+    assert draft_count._set_draft_count(core, draft_count.OWN) == {"engine_k": 3, "ks": [3], "lookup": False}
+    assert scheduler.dynamic_sd_lookup is None
+    assert draft_count.checked("0.26.0").startswith("not checked on vLLM 0.26.0")
 
 
 def test_a_patch_says_when_it_does_not_apply(capsys):
