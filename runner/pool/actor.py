@@ -109,7 +109,7 @@ class PooledEngineActor(EngineActor):
             if host is not None:
                 await drain(host)
                 engine = self.engine
-                if engine is not None and engine.engine_args.get("enable_sleep_mode") and \
+                if engine is not None and engine.sleep_mode and \
                         not getattr(host, "_asleep", False):
                     await host.sleep()
             self.membership.free()
