@@ -122,12 +122,13 @@ class KeptEngines(NoPool):
 
     def identity(self, engine: EngineConfig) -> PoolIdentity:
         """The engine's pooled identity, taken from its start's arguments."""
+        started = self.start_of(engine, sleep_mode=self.site.sleeps)
         if self._vllm_version is None:
             from runner.plan.engine_args import installed_vllm_version
 
             self._vllm_version = installed_vllm_version()
-        return identity_of(self.start_of(engine, sleep_mode=self.site.sleeps), model=self.site.model,
-                           device=self.site.device, vllm_version=self._vllm_version, env=self.site.env_of(engine))
+        return identity_of(started, model=self.site.model, device=self.site.device, vllm_version=self._vllm_version,
+                           env=self.site.env_of(engine))
 
     # ---- claims ----
     def claim(self, engines: list[EngineConfig], *, say: Callable[[str], None]) -> list[str]:
