@@ -142,7 +142,7 @@ class KeptEngines(NoPool):
         found = self.engine_pool.claim(wanted, holder=self.holder)
         for engine_id, claimed in found.items():
             self.parked[engine_id] = Parked(actor=claimed.actor, first=True, bundle=claimed.bundle)
-            self.named[id(claimed.actor)] = engine_id
+            self.made(claimed.actor, engine_id=engine_id, bundle=claimed.bundle)  # parked again in its own bundle
             self.claimed_host_gib += claimed.host_gib
         return sorted(found)
 

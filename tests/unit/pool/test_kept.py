@@ -39,7 +39,7 @@ def test_claimed_engines_wait_for_the_lane_of_their_bundle_and_go_back_unused():
     taken = kept.take("e0", bundle="g:0")
     assert taken.actor == "a0" and taken.first and "e0" not in kept.parked
     kept.parked_again("e0", "a0")
-    assert kept.parked["e0"].first is False
+    assert kept.parked["e0"].first is False and kept.parked["e0"].bundle == "g:0"  # back in its own bundle
     kept.park(kept.unused(), timeout_s=1.0)
     assert pool.parks == [["a1"]]  # e0 served this command: it is parked by its own retirement
 
