@@ -1,7 +1,7 @@
-"""A command's side of its engine pool, on the driver, behind one interface with two makers: KeptEngines
-(execution.keep_engines: the pooled engines it claimed or made, those parked again between their turns, the lane
-bundle each lives in, the host RAM their sleeps hold) and NoPool (every engine is the command's own). The driver
-(runner.scheduling) asks it and never branches on the pool; every Ray call to the pool goes through EnginePool."""
+"""A command's side of its engine pool, on the driver: one interface, two kinds. KeptEngines (execution.keep_engines:
+the pooled engines it claimed or made, those parked again between their turns, the lane bundle each lives in, the
+host RAM their sleeps hold) and NoPool (every engine is the command's own). The driver (runner.scheduling) asks it
+and never branches on the pool; every Ray call to the pool goes through EnginePool."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
