@@ -44,8 +44,13 @@ class Session:
         device = config.engine.device
         steps.mark("run folder")
         model = ModelFolder(lambda: _model_folder(config, plan))  # needs no Ray: built beside its start
-        capacity = start_ray(config.cluster, device=device,
-                             pool=config.execution.pool if config.execution.keep_engines else None)
+        address, namespace = config.cluster.address, None
+        if config.execution.keep_engines:  # engines outlive the command, on a cluster that does too
+            from runner.pool.head import pool_ray
+
+            address, namespace = pool_ray(address=address, pool=config.execution.pool,
+                                          say=lambda line: print(line, flush=True))
+        capacity = start_ray(config.cluster, device=device, address=address, namespace=namespace)
         steps.mark("Ray (the model folder beside it)")
         model_info = model.ready()  # before any actor resolves the model: one builder of its folder
         steps.mark("model folder beyond that")
@@ -110,10 +115,10 @@ class Session:
 
 
 def _held_engines(*, settings: ExecutionSettings, keys: RunKeys, run_dir: Path, model_cfg) -> HeldEngines:
-    from runner.scheduling.actors import ActorPool
+    from runner.scheduling.actors import EngineActors
     from runner.scheduling.cluster import LaneBundles
 
-    return HeldEngines(pool=ActorPool(settings=settings, keys=keys, log_dir=run_dir / "logs", model_cfg=model_cfg),
+    return HeldEngines(actors=EngineActors(settings=settings, keys=keys, log_dir=run_dir / "logs", model_cfg=model_cfg),
                        bundles=LaneBundles(gpus_per_unit=1.0 / settings.engines_per_gpu))
 
 

@@ -55,15 +55,27 @@ def stable_hash(obj, *, length: int = 12) -> str:
 
 @dataclass(frozen=True, kw_only=True)
 class EngineConfig:
+    """One engine of the plan. The arguments passed through (engine.args and sweep.engine_axes) are kept twice, each
+    for its own use: in settings.engine_args_json (the engine's id and its row) and within vllm_args (its start)."""
+
     engine_id: str
     settings: EngineSettings
-    # The engine arguments passed through (engine.args and sweep.engine_axes): engine_args_json's.
-    engine_args: dict = field(hash=False, compare=False)
     spec_extra: dict = field(default_factory=dict, hash=False, compare=False)
     # "async" (AsyncLLM) or "offline" (LLM): one engine per process, so the api is part of the identity.
     api: str = "async"
     # vLLM's complete arguments for this engine (runner.plan.vllm_args, the one builder); None: not a plan's engine.
     vllm_args: Optional[VllmArgs] = field(default=None, hash=False, compare=False)
+
+    def for_start(self, *, sleep_mode: bool) -> "EngineConfig":
+        """This engine as one start runs it: its arguments completed for the start (VllmArgs.for_start)."""
+        if self.vllm_args is None:
+            return self
+        return dataclasses.replace(self, vllm_args=self.vllm_args.for_start(sleep_mode=sleep_mode))
+
+    @property
+    def sleep_mode(self) -> bool:
+        """Started with vLLM's sleep mode (it may sleep between turns, or in its pool)."""
+        return self.vllm_args is not None and self.vllm_args.sleep_mode
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -200,7 +212,7 @@ def expand_engines(*, model: ModelSection, sweep: SweepSection, engine_args: dic
                                       spec_acceptance_profile=profile.text(), **dict(zip(scalars, values)))
             method_extra = dict((spec_extra or {}).get(arm.method) or {})
             engine = EngineConfig(engine_id=engine_id_of(settings, spec_extra=method_extra), settings=settings,
-                                  engine_args=args, spec_extra=method_extra,
+                                  spec_extra=method_extra,
                                   vllm_args=vllm_args(settings=settings, engine_args=args, spec_extra=method_extra,
                                                       model=model, target=target))
             if engine.engine_id in seen:  # spec off under several profiles: one engine

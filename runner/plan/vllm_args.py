@@ -1,7 +1,9 @@
 """vLLM's engine arguments of one engine, built once, at plan time, by one pure function (`vllm_args`).
 
-Each engine of the plan carries its complete arguments (EngineConfig.vllm_args); the actor hands them to vLLM as
-they are, with the one fact only its node knows put in: where the model's folder is there (`VllmArgs.located`).
+Each engine of the plan carries its arguments (EngineConfig.vllm_args); a start completes them once with what its
+host chose (`VllmArgs.for_start`: the executor for TP, sleep mode), and an engine pool's identity is taken from that
+result; the actor hands them to vLLM as they are, with the one fact only its node knows put in: where the model's
+folder is there (`VllmArgs.located`).
 The engines table keeps what the engine ran (engines.vllm_args_json) and the recommendation reads it back
 (`deployment`). The keys this function sets are the runner's (RUNNER_KEYS): passed through engine.args or
 sweep.engine_axes, one is refused before start (runner.plan.validate), naming the override that sets it.
@@ -86,10 +88,23 @@ class VllmArgs:
     def as_dict(self) -> dict:
         return json.loads(self.json)
 
-    def with_defaults(self, defaults: Mapping) -> "VllmArgs":
-        """These arguments with `defaults` where they set none (a choice of the engine's host, e.g. sleep mode)."""
+    @property
+    def sleep_mode(self) -> bool:
+        return bool(self.as_dict().get("enable_sleep_mode"))
+
+    def for_start(self, *, sleep_mode: bool) -> "VllmArgs":
+        """These arguments completed for one start, where they set none of it (the user's pass-through wins): TP > 1
+        inside one actor needs vLLM's multiprocessing executor (Ray's would nest a second cluster); an engine that
+        may sleep (between turns, or in its pool) needs vLLM's sleep mode (its cumem allocator) from the start."""
         args = self.as_dict()
-        return VllmArgs(json=_canonical({**defaults, **args}), added_json=self.added_json)
+        hosting = {}
+        if int(args.get("tensor_parallel_size") or 1) > 1:
+            hosting["distributed_executor_backend"] = HOSTING["distributed_executor_backend"]
+        if sleep_mode:
+            hosting["enable_sleep_mode"] = HOSTING["enable_sleep_mode"]
+        if all(key in args for key in hosting):
+            return self
+        return VllmArgs(json=_canonical({**hosting, **args}), added_json=self.added_json)
 
     def located(self, *, path: str, tokenizer: Optional[str], load_format: str) -> "VllmArgs":
         """The model's folder on the node that loads it (an embedded model is built there)."""

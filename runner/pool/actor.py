@@ -111,7 +111,7 @@ class PooledEngineActor(EngineActor):
                 await drain(host)
                 await self.reset_draft()
                 engine = self.engine
-                if engine is not None and engine.engine_args.get("enable_sleep_mode") and \
+                if engine is not None and engine.sleep_mode and \
                         not getattr(host, "_asleep", False):
                     await host.sleep()
             self.membership.free()

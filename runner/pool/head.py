@@ -83,6 +83,14 @@ def running_head() -> Optional[HeadRecord]:
     return record if record is not None and head_alive(record) else None
 
 
+def pool_ray(*, address: Optional[str], pool: str, say=None) -> tuple[str, str]:
+    """Where a pool's engines live, and its namespace: the cluster named (`address`), else the runner's own head
+    node, started by the first command that keeps its engines (the engines outlive the command: so does it)."""
+    from runner.pool.identity import pool_namespace
+
+    return address or ensure_head(say=say).address, pool_namespace(pool)
+
+
 def ensure_head(*, say=None) -> HeadRecord:
     """The running head, or a new one."""
     with head_lock():

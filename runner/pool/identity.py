@@ -1,7 +1,8 @@
 """A pooled engine's identity (pure): what must be equal for a later command to wake an engine instead of
 loading it, and the Ray names derived from it.
 
-The identity is the engine's settings (its plan id and the arguments its actor hands vLLM, sleep mode included),
+The identity is the engine's settings (its plan id, and the arguments its start hands vLLM: the plan's, completed for
+the start, sleep mode included),
 the model (name, source, weights, load format), the device, the vLLM version and the environment variables that
 change an engine. The actor's name is a hash of it; the actor also reports the identity itself, so a match is
 checked against the whole value, never the hash alone.
@@ -37,7 +38,7 @@ def pool_of_namespace(namespace: Optional[str]) -> Optional[str]:
 class PoolIdentity:
     engine_id: str
     settings: dict  # runner.plan.grid.engine_identity, the speculative extras and the api
-    engine_args: dict  # what the actor hands vLLM beside the settings (sleep mode, executor backend, ...)
+    vllm_args: dict  # what its start hands vLLM (runner.plan.vllm_args.VllmArgs.for_start): sleep mode included
     model: dict
     device: str
     vllm_version: str
@@ -66,9 +67,10 @@ def engine_env(env: dict) -> dict:
 
 
 def identity_of(engine: EngineConfig, *, model, device: str, vllm_version: str, env: dict) -> PoolIdentity:
-    """`engine` as its actor runs it (runner.scheduling.actor_spec.engine_for_actor), `model` a ModelSection."""
+    """`engine` as its start runs it (EngineConfig.for_start), `model` a ModelSection."""
     settings = {"identity": engine_identity(engine.settings), "spec_extra": engine.spec_extra, "api": engine.api}
-    return PoolIdentity(engine_id=engine.engine_id, settings=settings, engine_args=dict(engine.engine_args),
+    args = engine.vllm_args.as_dict() if engine.vllm_args is not None else {}
+    return PoolIdentity(engine_id=engine.engine_id, settings=settings, vllm_args=args,
                         model={name: getattr(model, name, None) for name in MODEL_FIELDS}, device=device,
                         vllm_version=vllm_version, env=engine_env(env))
 

@@ -1,7 +1,7 @@
-"""What one engine actor is given (pure): its environment, its cores, its engine's arguments."""
+"""What one engine actor is given (pure): its environment and its cores (its engine's arguments for a start:
+runner.plan.vllm_args.VllmArgs.for_start)."""
 from __future__ import annotations
 
-import dataclasses
 import os
 from typing import Optional
 
@@ -15,21 +15,6 @@ PER_ENGINE_KV_ARGS = ("kv_cache_memory_bytes",)
 # An engine's first sleep pins host memory for its weights, later sleeps reuse it: torch pins by faulting the
 # pages in on several threads, then registering them, instead of one cudaHostAlloc (docs/benchmarks.md).
 SLEEP_PINNED_ALLOC = "pinned_use_cuda_host_register:True,pinned_num_register_threads:8"
-
-
-def engine_for_actor(engine: EngineConfig, *, sleep_mode: bool = False) -> EngineConfig:
-    """TP > 1 inside one actor needs vLLM's multiprocessing executor (Ray's would nest a second cluster);
-    a resident CUDA engine needs vLLM's sleep mode (its cumem allocator) from the start."""
-    args = dict(engine.engine_args)
-    if engine.settings.tensor_parallel_size > 1 and "distributed_executor_backend" not in args:
-        args["distributed_executor_backend"] = "mp"
-    if sleep_mode:
-        args.setdefault("enable_sleep_mode", True)
-    if args == engine.engine_args:
-        return engine
-    added = {k: v for k, v in args.items() if k not in engine.engine_args}
-    vllm_args = engine.vllm_args.with_defaults(added) if engine.vllm_args is not None else None
-    return dataclasses.replace(engine, engine_args=args, vllm_args=vllm_args)
 
 
 def cpu_binding(*, slot: int, cores_per_engine: float, total_cores: int) -> str:
@@ -55,7 +40,7 @@ def actor_env(*, base: dict, engine: EngineConfig, environ: Optional[dict] = Non
         env[NGRAM_JIT_ENV] = "1"
     if engine.settings.tensor_parallel_size > 1:
         env.setdefault("VLLM_WORKER_MULTIPROC_METHOD", "spawn")
-    if any(name in engine.engine_args for name in PER_ENGINE_KV_ARGS):
+    if engine.vllm_args is not None and any(name in engine.vllm_args.as_dict() for name in PER_ENGINE_KV_ARGS):
         env["VLLM_CPU_KVCACHE_SPACE"] = None  # vLLM's CPU platform would override the engine's own size
     if FAULTS_ENV in environ:  # test hook, travels to remote nodes too
         env[FAULTS_ENV] = environ[FAULTS_ENV]

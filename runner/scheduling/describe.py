@@ -117,14 +117,6 @@ def engine_label(engine: EngineConfig, engines: Optional[list[EngineConfig]] = N
     return f"{engine.engine_id} {label or full_label(engine.settings)}"
 
 
-def pool_line(pool: str, *, found: list[str], needed: int) -> str:
-    """What the engine pool gave this command: engines woken instead of loaded, or none yet."""
-    if not found:
-        return f"engine pool {pool!r}: none of this run's {needed} engine(s) there yet; they load, and stay after it"
-    return (f"engine pool {pool!r}: {len(found)} of {needed} engine(s) found, woken instead of loaded "
-            f"({', '.join(found)})")
-
-
 def describe_converge(plan: Plan, *, converge: bool) -> list[str]:
     """The dry run's line about sweep.converge: up to how many repeats a point takes, and the least."""
     if not converge:

@@ -86,7 +86,7 @@ class LaneMachine(LaneSteps):
         lane.max_resident = lane_residency(
             policy=self.policy, budgets=[e.settings.gpu_memory_utilization for e in engines], report=memory,
             any_resident=any(self.resident_mode(e) for e in engines), cpu_kv_gib=self.settings.cpu_kv_gib)
-        self.host_gib = host_for_residents(memory.host_available_gib, claimed_gib=self.pool.claimed_host_gib)
+        self.host_gib = host_for_residents(memory.host_available_gib, claimed_gib=self.kept.claimed_host_gib)
         lane.planned = True
 
     def plan_carried(self, lane: Lane, report: Optional[dict]) -> None:
@@ -96,7 +96,7 @@ class LaneMachine(LaneSteps):
 
     def on_started(self, lane: Lane, result: StartResult) -> None:
         engine, actor = lane.current.engine, lane.current.actor
-        log_file = self.pool.save_log(engine, actor)
+        log_file = self.actors.save_log(engine, actor)
         if result.ok:
             lane.current.weights_gib = float(result.columns.get("weights_gib") or 0.0)
             retried = self.first_failures.get(engine.engine_id)
@@ -104,7 +104,7 @@ class LaneMachine(LaneSteps):
             self.recorder.engine_started(engine, columns=columns, log_file=log_file, device=self.policy.name)
             self.after_load(lane)
             return
-        self.pool.kill(actor, graceful=False)
+        self.actors.kill(actor, graceful=False)
         self.failed_starts[engine.engine_id] += 1
         if retries_start(result.failure_kind, failed_starts=self.failed_starts[engine.engine_id],
                          engines_per_gpu=self.settings.engines_per_gpu):
@@ -136,11 +136,11 @@ class LaneMachine(LaneSteps):
                                started_at=preload.began, duration_s=time.time() - preload.began,
                                load_s=result.columns.get("load_s"))
             lane.residents[engine.engine_id] = preload.resident
-            self.recorder.engine_started(engine, columns=result.columns, log_file=self.pool.save_log(engine, actor),
+            self.recorder.engine_started(engine, columns=result.columns, log_file=self.actors.save_log(engine, actor),
                                          device=self.policy.name)
         else:
-            log_file = self.pool.save_log(engine, actor)
-            self.pool.kill(actor, graceful=False)
+            log_file = self.actors.save_log(engine, actor)
+            self.actors.kill(actor, graceful=False)
             if error is not None:
                 self.fail_engine(lane, engine, kind="actor_died_during_start", reason=error[:600], current=False)
             else:
@@ -161,7 +161,7 @@ class LaneMachine(LaneSteps):
         (reused_from_pool); it keeps the shapes it already warmed. One that is gone loads afresh."""
         engine, actor = lane.current.engine, lane.current.actor
         if not result.ok:
-            self.pool.kill(actor, graceful=False)
+            self.actors.kill(actor, graceful=False)
             lane.idle(drop_engine=True)
             self.enter_engine(lane, engine)
             return
@@ -169,7 +169,7 @@ class LaneMachine(LaneSteps):
         if not lane.planned:
             self.plan_lane(lane, result.memory)
         if result.columns.get("reused_from_pool"):
-            self.recorder.engine_started(engine, columns=result.columns, log_file=self.pool.save_log(engine, actor),
+            self.recorder.engine_started(engine, columns=result.columns, log_file=self.actors.save_log(engine, actor),
                                          device=self.policy.name)
         self.after_load(lane)
 
@@ -198,7 +198,7 @@ class LaneMachine(LaneSteps):
     def on_actor_lost(self, lane: Lane, error: str) -> None:
         """The actor died (killed, segfault, device error): its engine reloads on a fresh actor, the trial retries."""
         engine = lane.current.engine
-        self.pool.kill(lane.current.actor, graceful=False)
+        self.actors.kill(lane.current.actor, graceful=False)
         lane.residents.pop(engine.engine_id, None)
         self.restarts[engine.engine_id] += 1
         if lane.phase in (Phase.PREPARE, Phase.START):
@@ -220,8 +220,8 @@ class LaneMachine(LaneSteps):
             self.on_preloaded(lane, None, error=f"engine did not start within {self.settings.start_timeout_s} s")
             return
         current = lane.current
-        self.pool.save_log(current.engine, current.actor)
-        self.pool.kill(current.actor, graceful=False)
+        self.actors.save_log(current.engine, current.actor)
+        self.actors.kill(current.actor, graceful=False)
         lane.residents.pop(current.engine.engine_id, None)
         self.restarts[current.engine.engine_id] += 1
         if lane.phase is Phase.TRIAL:

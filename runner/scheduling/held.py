@@ -1,6 +1,6 @@
-"""What one command owns across its stages (a plain sweep is a study of one stage): the actor pool (its logs,
-the engines retiring, the engine pool's claims), the lanes' placement-group bundles (removing a group would kill
-the engines in it), the first actor's memory report, and what each lane left loaded when its stage ended.
+"""What one command owns across its stages (a plain sweep is a study of one stage): its engine actors (their logs,
+the engines retiring, the engine pool's side), the lanes' placement-group bundles (removing a group would kill the
+engines in it), the first actor's memory report, and what each lane left loaded when its stage ended.
 
 Each stage has its own Scheduler and lanes, and only plans trials. Where later stages may follow (an adaptive
 study), a lane's engines stay loaded when its stage ends: a lane of the next stage with the same key (its bundle,
@@ -13,14 +13,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
-from runner.scheduling.actors import ActorPool, bundle_key
+from runner.scheduling.actors import EngineActors, bundle_key
 from runner.scheduling.cluster import LaneBundles
 from runner.scheduling.lane import Lane, Resident
 
 
 @dataclass(kw_only=True)
 class HeldEngines:
-    pool: ActorPool
+    actors: EngineActors
     bundles: LaneBundles = field(default_factory=LaneBundles)
     left: dict[str, dict[str, Resident]] = field(default_factory=dict)  # lane key -> engine_id -> resident
     memory: Optional[dict] = None  # the first actor's report of its node's memory: plans later stages' lanes
@@ -79,21 +79,21 @@ class HeldEngines:
         self.width = width
         return self.reserved
 
-    def actors(self) -> list:
+    def left_actors(self) -> list:
         return [r.actor for residents in self.left.values() for r in residents.values()]
 
     def drop(self) -> None:
         """Every engine left loaded is shut down (bounded), and the bundles released."""
         for residents in self.left.values():
             for resident in residents.values():
-                self.pool.retire(resident.engine, resident.actor)
+                self.actors.retire(resident.engine, resident.actor)
         self.left.clear()
-        self.pool.reap(wait=True)
+        self.actors.reap(wait=True)
         self.bundles.release()
         self.reserved, self.width = [], 0
 
     def abandoned(self) -> list:
         """A stop signal: the engines left loaded, out of these (the caller kills them with the lanes')."""
-        actors = self.actors()
+        actors = self.left_actors()
         self.left.clear()
         return actors

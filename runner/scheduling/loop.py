@@ -14,7 +14,6 @@ from runner.config.checks import ConfigError
 from runner.measurement.records import RunKeys
 from runner.plan.grid import Plan
 from runner.schema import Phase
-from runner.scheduling.describe import pool_line
 from runner.scheduling.first_trial import FirstTrialClock
 from runner.scheduling.handlers import LaneMachine
 from runner.scheduling.held import HeldEngines
@@ -37,7 +36,7 @@ class Scheduler:
         self.settings = settings
         self.clock = clock or FirstTrialClock(origin=time.time(), done=True)
         self.held = held
-        self.pool = held.pool
+        self.actors = held.actors
         race = Race(plan=plan, enabled=settings.race, tie_band=settings.race_tie_band, seed=settings.order_seed,
                     converge=settings.converge)
         self.recorder = Recorder(keys=keys, sink=sink, race=race, on_trial=on_trial, on_engine=on_engine,
@@ -70,9 +69,9 @@ class Scheduler:
                     if lane.ref is None and not machine.start_gate.is_waiting(lane.index) and \
                             not machine.begin_step(lane):
                         live.remove(lane)
-                self.pool.reap()
-            self.pool.reap(wait=True)
-            self.pool.finish()
+                self.actors.reap()
+            self.actors.reap(wait=True)
+            self.actors.finish()
         except KeyboardInterrupt:
             self.abandon()
             raise Interrupted() from None
@@ -88,13 +87,8 @@ class Scheduler:
         lanes = [Lane(index=i, steps=collections.deque(steps)) for i, steps in enumerate(per_lane) if steps]
         width = lane_width(plan, policy=s.policy)
         if s.policy.uses_placement_group and lanes and width <= s.device_units:
-            detached = None
-            if s.keep_engines:  # pooled engines live in its bundles: it outlives the command
-                from runner.pool.pools import group_name
-
-                detached = group_name(s.pool, lanes=len(lanes), width=width)
             bundles = self.held.bundles_for(lanes=len(lanes), width=width, timeout_s=s.start_timeout_s,
-                                            detached_name=detached)
+                                            detached_name=self.actors.kept.group_name(lanes=len(lanes), width=width))
             for lane, bundle in zip(lanes, bundles):
                 lane.bundle = bundle
         for lane in lanes:
@@ -103,15 +97,13 @@ class Scheduler:
         return lanes
 
     def claim_pooled(self, lanes: list[Lane]) -> None:
-        """execution.keep_engines: the engines this run needs that its pool holds are claimed (woken, not loaded)."""
-        if not self.settings.keep_engines:
-            return
+        """The engines this run needs that its engine pool holds are claimed (woken, not loaded); no pool: none."""
         plan = self.machine.plan
         # Engines an earlier stage of this command left loaded are this command's already.
         held = {e for lane in lanes for e in lane.residents}
         needed = dict.fromkeys(step.engine_id for lane in lanes for step in lane.steps if step.engine_id not in held)
-        found = self.pool.take_from_pool([plan.engine(engine_id) for engine_id in needed])
-        print(pool_line(self.settings.pool, found=found, needed=len(needed)), flush=True)
+        self.actors.kept.claim([plan.engine(engine_id) for engine_id in needed],
+                               say=lambda line: print(line, flush=True))
 
     def abandon(self) -> None:
         """Stop in seconds: the trial in flight is dropped (it reruns on resume), every engine is killed (a pooled
@@ -130,4 +122,4 @@ class Scheduler:
             lane.preloading.clear()
             lane.residents.clear()
             lane.current = lane.spare = lane.spare_ready = None
-        self.pool.abandon(actors, loaded=loaded)
+        self.actors.abandon(actors, loaded=loaded)

@@ -201,20 +201,12 @@ def prepare_builtin_model(model: ModelSection) -> None:
     print(f"model ready in {time.perf_counter() - started:.0f} s: {folder}", flush=True)
 
 
-def start_ray(cluster: ClusterSection, *, device: str, pool: Optional[str] = None):
-    """Starts (or joins) Ray; returns what the cluster offers (device units, engines side by side). `pool`
-    (execution.keep_engines): engines outlive the command, on a cluster that does too: the one named, else the
-    runner's own head node (started by the first such command)."""
+def start_ray(cluster: ClusterSection, *, device: str, address: Optional[str], namespace: Optional[str] = None):
+    """Starts (or joins, at `address`) Ray, its named actors in `namespace`; returns what the cluster offers (device
+    units, engines side by side)."""
     from runner.scheduling.cluster import cluster_capacity, connect_ray
 
-    if pool is None:
-        connect_ray(address=cluster.address)
-    else:
-        from runner.pool.head import ensure_head
-        from runner.pool.identity import pool_namespace
-
-        address = cluster.address or ensure_head(say=lambda line: print(line, flush=True)).address
-        connect_ray(address=address, namespace=pool_namespace(pool))
+    connect_ray(address=address, namespace=namespace)
     return cluster_capacity(cluster=cluster, device=device)
 
 

@@ -8,7 +8,7 @@ from typing import Callable, Optional
 
 from runner.plan.grid import EngineConfig, Plan
 from runner.schema import Phase, TrialStatus
-from runner.scheduling.actor_spec import engine_for_actor
+from runner.scheduling.actors import bundle_key
 from runner.scheduling.first_trial import FirstTrialClock
 from runner.scheduling.held import HeldEngines
 from runner.scheduling.lane import Lane, Preload, Resident
@@ -33,7 +33,8 @@ class LaneSteps:
         # `load`: an engine loads next (it waits for the model-info fill), else a trial runs (the fill stops).
         self.before_engines = before_engines or (lambda *, load: None)
         self.policy = settings.policy
-        self.pool = held.pool  # the command's actors (runner.scheduling.actors)
+        self.actors = held.actors  # the command's actors (runner.scheduling.actors)
+        self.kept = held.actors.kept  # its side of the engine pool (runner.pool.kept: kept engines, or no pool)
         self.recorder, self.race, self.deadline, self.progress = recorder, race, deadline, progress
         self.lanes: list[Lane] = []
         self.host_gib = float("inf")  # the node's free RAM, once a lane's first actor reported it
@@ -48,11 +49,11 @@ class LaneSteps:
         lane.go(phase, ref, timeout_s)
 
     def new_actor(self, lane: Lane, engine: EngineConfig):
-        return self.pool.new(engine, lane=lane.index, lanes=len(self.lanes), bundle=lane.bundle)
+        return self.actors.new(engine, lane=lane.index, lanes=len(self.lanes), bundle=lane.bundle)
 
     def take_spare_or_new(self, lane: Lane, engine: EngineConfig):
-        if lane.spare is not None and not self.pool.suits(lane.spare, engine):  # pooled: named for another engine
-            self.pool.kill(lane.spare, graceful=False)
+        if lane.spare is not None and not self.kept.suits(lane.spare, engine.engine_id):  # named for another engine
+            self.actors.kill(lane.spare, graceful=False)
             lane.spare = lane.spare_ready = None
         actor = lane.spare if lane.spare is not None else self.new_actor(lane, engine)
         lane.spare = lane.spare_ready = None
@@ -91,7 +92,7 @@ class LaneSteps:
         for resident in list(lane.residents.values()):
             self.evict(lane, resident)
         if lane.spare is not None:
-            self.pool.kill(lane.spare, graceful=False)
+            self.actors.kill(lane.spare, graceful=False)
             lane.spare = lane.spare_ready = None
         return False
 
@@ -100,13 +101,13 @@ class LaneSteps:
         if graceful:
             self.retire(lane, resident)
         else:
-            self.pool.kill(resident.actor, graceful=False)
+            self.actors.kill(resident.actor, graceful=False)
 
     def retire(self, lane: Lane, resident: Resident) -> None:
         """The engine goes (off the critical path), unless a neighbour's start is profiling memory on its GPU: then
         it goes once that start ends (start_next)."""
         if not self.start_gate.hold_release(lane.index, resident):
-            self.pool.retire(resident.engine, resident.actor)
+            self.actors.retire(resident.engine, resident.actor)
 
     def enter_engine(self, lane: Lane, engine: EngineConfig) -> None:
         if lane.preloading:  # engines still loading beside a failed one: they come in first
@@ -119,7 +120,7 @@ class LaneSteps:
                 return
             lane.current = resident
             if resident.asleep:
-                self.pool.free_device()
+                self.actors.free_device()
                 self.call(lane, Phase.WAKE, resident.actor.wake_up.remote(), self.settings.start_timeout_s)
                 return
             self.next_trial(lane)
@@ -128,15 +129,17 @@ class LaneSteps:
             self.evict(lane, least_soon_needed(list(lane.residents.values()), lane.steps))
         if self.sleep_first(lane, engine):
             return
-        parked = self.pool.take_parked(engine, bundle=lane.bundle)
+        parked = self.kept.take(engine.engine_id, bundle=bundle_key(lane.bundle))
         if parked is not None:  # in the engine pool: woken, not loaded
-            self.pool.free_device()
+            self.actors.taken_back(parked.actor)
+            self.actors.free_device()
             lane.current = Resident(engine=engine, actor=parked.actor)
-            self.call(lane, Phase.WAKE, self.pool.adopt_call(parked), self.settings.start_timeout_s)
+            self.call(lane, Phase.WAKE, self.kept.adopt_call(parked, keys=self.actors.keys, settings=self.settings),
+                      self.settings.start_timeout_s)
             return
         self.check_deadline(what=f"loading {engine.engine_id}",
                             estimate_s=load_estimate(self.recorder.loads, engine_id=engine.engine_id))
-        self.pool.free_device()
+        self.actors.free_device()
         lane.current = Resident(engine=engine, actor=self.take_spare_or_new(lane, engine))
         if not lane.planned:
             self.call(lane, Phase.PREPARE, lane.current.actor.prepare.remote(), self.settings.start_timeout_s)
@@ -154,7 +157,7 @@ class LaneSteps:
             return False
         if not awake.sleeps:  # loaded without sleep mode: it makes room by going
             self.evict(lane, awake)
-            self.pool.free_device()
+            self.actors.free_device()
             return self.sleep_first(lane, engine)
         awake.asleep = True
         lane.current, lane.entering = awake, engine
@@ -166,27 +169,30 @@ class LaneSteps:
             lane.idle()  # no call in flight (the one answered is done): it waits for its neighbour's start to end
             return  # this start follows once that one ends (start_next)
         self.before_engines(load=True)
-        engine = lane.current.engine
-        # A pooled CUDA engine sleeps when it goes back to the pool, and one an adaptive study keeps for its later
-        # stages sleeps there: each needs sleep mode from its start.
-        sleepy = self.policy.residents_sleep and (lane.max_resident > 1 or self.settings.keep_engines or self.later)
-        lane.current.sleeps = sleepy
-        ref = lane.current.actor.start.remote(engine=engine_for_actor(engine, sleep_mode=sleepy), model=self.model_cfg)
+        started = self.started(lane, lane.current.engine)
+        lane.current.sleeps = started.sleep_mode
+        ref = lane.current.actor.start.remote(engine=started, model=self.model_cfg)
         self.call(lane, Phase.START, ref, self.settings.start_timeout_s)
         if self.policy.preloads_beside:
             self.preload(lane)
         if not self.policy.spare_during_trials:
             self.start_spare(lane)
 
+    def started(self, lane: Lane, engine: EngineConfig) -> EngineConfig:
+        """`engine` as its start runs it: with sleep mode where it may sleep between its turns here (several stay
+        resident, or an adaptive study keeps it for its later stages), or in its engine pool."""
+        sleeps = self.policy.residents_sleep and (lane.max_resident > 1 or self.later)
+        return self.kept.start_of(engine, sleep_mode=sleeps)
+
     def start_next(self, lane: Lane) -> None:
         """The lane's start has ended: engines held back meanwhile go, then the next lane waiting on its GPU starts
         (after they have gone: a start waits for its neighbours' releases)."""
         for resident in self.start_gate.releases_due(lane.index):
-            self.pool.retire(resident.engine, resident.actor)
+            self.actors.retire(resident.engine, resident.actor)
         nxt = self.start_gate.release(lane.index)
         if nxt is not None:
             waiting = next(other for other in self.lanes if other.index == nxt)
-            self.pool.free_device()
+            self.actors.free_device()
             self.start_engine(waiting)
 
     def preload(self, lane: Lane) -> None:
@@ -203,12 +209,12 @@ class LaneSteps:
                 return
             engine_id = step.engine_id
             if engine_id == current or engine_id in lane.residents or engine_id in lane.preloading or \
-                    self.pool.has_parked(engine_id):
+                    self.kept.has(engine_id):
                 continue
             engine = self.plan.engine(engine_id)
             actor = self.take_spare_or_new(lane, engine)
             lane.preloading[engine_id] = Preload(resident=Resident(engine=engine, actor=actor), began=time.time(),
-                                                 ref=actor.start.remote(engine=engine_for_actor(engine),
+                                                 ref=actor.start.remote(engine=self.started(lane, engine),
                                                                         model=self.model_cfg))
 
     def after_load(self, lane: Lane) -> None:
@@ -230,8 +236,8 @@ class LaneSteps:
             self.end_step(lane)
             return
         if self.policy.quiet_trials:
-            if self.pool.dying:
-                self.pool.reap(wait=True)  # an engine shutting down would take cores from the trial
+            if self.actors.dying:
+                self.actors.reap(wait=True)  # an engine shutting down would take cores from the trial
             if lane.spare_ready is not None:
                 self.await_spare(lane)  # so would the next engine's imports
         self.before_engines(load=False)
@@ -258,7 +264,7 @@ class LaneSteps:
         if lane.spare is not None or lane.current is None:
             return
         nxt = lane.next_other_engine()
-        if nxt is None or nxt in lane.residents or self.pool.has_parked(nxt):
+        if nxt is None or nxt in lane.residents or self.kept.has(nxt):
             return
         if self.policy.spare_needs_share and lane.max_resident <= 1 and not self.resident_mode(lane.current.engine):
             return  # a whole-GPU (or TP) bundle has no fraction to spare

@@ -68,7 +68,7 @@ def test_a_point_its_workload_cannot_parse_is_a_plan_error():
 def test_engine_axes_multiply_engines():
     p = plan(engine_axes={"max_num_seqs": [8, 16]})
     assert len(p.engines) == 8
-    assert {e.engine_args["max_num_seqs"] for e in p.engines} == {8, 16}
+    assert {e.vllm_args.as_dict()["max_num_seqs"] for e in p.engines} == {8, 16}
 
 
 def test_duplicate_axis_values_are_refused():

@@ -63,15 +63,26 @@ def test_what_the_installed_vllm_and_the_device_need_is_added_and_recorded():
     assert args["speculative_config"]["num_speculative_tokens_per_batch_size"] == [[1, 1, 3], [2, 8, 1]]
 
 
-def test_the_node_puts_in_the_model_folder_and_the_host_its_defaults():
+def test_the_node_puts_in_the_model_folder():
     settings = EngineSettings(model="tiny-mtp")
     built = vllm_args(settings=settings, engine_args={}, spec_extra={},
                       model=ModelSection(name="tiny-mtp", builtin="tiny_mtp", weights="dummy"), target=PLAIN)
     assert built.as_dict()["load_format"] == "dummy"
     here = built.located(path="/cache/tiny", tokenizer=None, load_format="dummy").as_dict()
     assert (here["model"], here["tokenizer"], here["load_format"]) == ("/cache/tiny", "/cache/tiny", "dummy")
-    slept = VllmArgs.of({"enable_sleep_mode": False}).with_defaults({"enable_sleep_mode": True, "x": 1}).as_dict()
-    assert slept == {"enable_sleep_mode": False, "x": 1}
+
+
+def test_a_start_completes_the_arguments_once_and_the_users_pass_through_wins():
+    one, two = VllmArgs.of({"tensor_parallel_size": 1}), VllmArgs.of({"tensor_parallel_size": 2})
+    assert one.for_start(sleep_mode=False) is one and not one.sleep_mode
+    assert two.for_start(sleep_mode=False).as_dict() == {"tensor_parallel_size": 2,
+                                                         "distributed_executor_backend": "mp"}
+    slept = one.for_start(sleep_mode=True)
+    assert slept.as_dict() == {"tensor_parallel_size": 1, "enable_sleep_mode": True} and slept.sleep_mode
+    assert slept.for_start(sleep_mode=True) is slept  # complete already
+    theirs = VllmArgs.of({"enable_sleep_mode": False, "distributed_executor_backend": "ray",
+                          "tensor_parallel_size": 2}, added={"x": 1})
+    assert theirs.for_start(sleep_mode=True) is theirs and not theirs.sleep_mode
 
 
 def test_a_deployment_leaves_out_what_the_runner_added_to_host_and_measure():

@@ -11,6 +11,7 @@ from runner.config.checks import ConfigError
 from runner.config.execution import ExecutionSection
 from runner.config.sections import ModelSection
 from runner.plan.grid import EngineConfig
+from runner.plan.vllm_args import VllmArgs
 from runner.pool.identity import (PoolIdentity, adoptable, engine_env, identity_of, pool_namespace,
                                   pool_of_namespace)
 from runner.pool.member import Membership, PoolEntry
@@ -21,7 +22,7 @@ MODEL = ModelSection(name="tiny-mtp", builtin="tiny_mtp")
 
 def engine(engine_id="e-1", **settings) -> EngineConfig:
     return EngineConfig(engine_id=engine_id, settings=EngineSettings(model="tiny-mtp", **settings),
-                        engine_args={"enforce_eager": True})
+                        vllm_args=VllmArgs.of({"enforce_eager": True, "tensor_parallel_size": 1}))
 
 
 def ident(e=None, *, model=MODEL, device="cpu", vllm="0.32.0", env=None) -> PoolIdentity:
@@ -43,8 +44,9 @@ def test_the_same_engine_has_the_same_identity_and_name():
     ident(device="cuda"),
     ident(vllm="0.26.0"),
     ident(env={"VLLM_CPU_KVCACHE_SPACE": "4"}),  # the KV the engine gets
-    ident(dataclasses.replace(engine(), engine_args={"enforce_eager": True, "enable_sleep_mode": True})),
-], ids=["spec", "len", "weights", "path", "device", "vllm", "kv_env", "sleep_mode"])
+    ident(engine().for_start(sleep_mode=True)),  # the arguments its start completed
+    ident(dataclasses.replace(engine(), vllm_args=VllmArgs.of({"enforce_eager": False, "tensor_parallel_size": 1}))),
+], ids=["spec", "len", "weights", "path", "device", "vllm", "kv_env", "sleep_mode", "vllm_args"])
 def test_any_difference_that_changes_the_engine_changes_its_identity_and_name(other):
     assert other != ident() and other.actor_name != ident().actor_name
     assert not other.matches(ident().as_dict())
@@ -138,7 +140,7 @@ def test_the_pool_head_starts_without_a_ray_script_on_path(monkeypatch, tmp_path
 
 
 def test_the_pool_line_says_what_was_woken_or_that_nothing_was_there():
-    from runner.scheduling.describe import pool_line
+    from runner.pool.kept import pool_line
 
     assert pool_line("default", found=[], needed=4) == \
         "engine pool 'default': none of this run's 4 engine(s) there yet; they load, and stay after it"

@@ -61,8 +61,7 @@ class Cluster:
 
 def engine(engine_id: str, k: int) -> EngineConfig:
     return EngineConfig(engine_id=engine_id, settings=EngineSettings(model="tiny-mtp", spec_method="mtp",
-                                                                      num_speculative_tokens=k),
-                        engine_args={})
+                                                                      num_speculative_tokens=k))
 
 
 def identity(e: EngineConfig):

@@ -12,7 +12,7 @@ from runner.slo import Slo
 
 
 def rounds_plan(engines: int, trials: int, repeats: int) -> Plan:
-    es = [EngineConfig(engine_id=f"e{i}", settings=EngineSettings(model="m"), engine_args={}) for i in range(engines)]
+    es = [EngineConfig(engine_id=f"e{i}", settings=EngineSettings(model="m")) for i in range(engines)]
     ts = [Trial(trial_id=f"t{i}-{j}-r{r}", engine_id=f"e{i}", workload="decode", params=DecodeParams(),
                 concurrency=j, repeat=r)
           for i in range(engines) for r in range(repeats) for j in range(trials)]
@@ -22,8 +22,7 @@ def rounds_plan(engines: int, trials: int, repeats: int) -> Plan:
 def tp_plan(*, tps_and_trials) -> Plan:
     engines, trials = [], []
     for i, (tp, n) in enumerate(tps_and_trials):
-        engine = EngineConfig(engine_id=f"e{i}", settings=EngineSettings(model="m", tensor_parallel_size=tp),
-                              engine_args={})
+        engine = EngineConfig(engine_id=f"e{i}", settings=EngineSettings(model="m", tensor_parallel_size=tp))
         engines.append(engine)
         trials += [Trial(trial_id=f"t{i}-{j}", engine_id=engine.engine_id, workload="decode",
                          params=DecodeParams())

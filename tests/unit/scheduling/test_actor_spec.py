@@ -1,25 +1,19 @@
-"""What an actor is given (pure): engine arguments, environment, cores."""
+"""What an actor is given (pure): environment, cores."""
 from __future__ import annotations
 
 import dataclasses
 
 from runner.vllm.ngram_jit import NGRAM_JIT_ENV
 from runner.vllm.sleep_pinning import PIN_AHEAD_ENV
-from runner.scheduling.actor_spec import actor_env, cpu_binding, engine_for_actor
+from runner.plan.vllm_args import VllmArgs
+from runner.scheduling.actor_spec import actor_env, cpu_binding
 from tests.unit.scheduling.plans import tp_plan
-
-
-def test_tp_engines_use_the_mp_executor_and_residents_sleep_mode():
-    plan = tp_plan(tps_and_trials=[(1, 1), (2, 1)])
-    assert engine_for_actor(plan.engines[1]).engine_args == {"distributed_executor_backend": "mp"}
-    assert engine_for_actor(plan.engines[0]).engine_args == {}
-    assert engine_for_actor(plan.engines[0], sleep_mode=True).engine_args == {"enable_sleep_mode": True}
 
 
 def test_actor_env_unsets_the_process_wide_kv_size_for_a_per_engine_one():
     plan = tp_plan(tps_and_trials=[(1, 1)])
     engine = plan.engines[0].__class__(engine_id="e", settings=plan.engines[0].settings,
-                                       engine_args={"kv_cache_memory_bytes": 1 << 24})
+                                       vllm_args=VllmArgs.of({"kv_cache_memory_bytes": 1 << 24}))
     env = actor_env(base={"VLLM_CPU_KVCACHE_SPACE": "1"}, engine=engine, environ={"RUNNER_FAULTS": "[]"})
     assert env == {"VLLM_CPU_KVCACHE_SPACE": None, "RUNNER_FAULTS": "[]"}
     assert actor_env(base={"VLLM_CPU_KVCACHE_SPACE": "1"}, engine=plan.engines[0], environ={}) == {

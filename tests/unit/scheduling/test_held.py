@@ -7,13 +7,14 @@ import collections
 
 from runner.measurement.records import RunKeys
 from runner.schema import Phase
-from runner.scheduling.actors import ActorPool
+from runner.scheduling.actors import EngineActors
 from runner.scheduling.held import HeldEngines
 from runner.scheduling.lane import Lane, Resident
 from runner.scheduling.order import Step, round_steps
 from runner.scheduling.race import Race
 from runner.scheduling.stops import Deadline
 from runner.scheduling.transitions import LaneSteps
+from tests.support.recorded import RecordedActor as Actor
 from tests.unit.scheduling.plans import rounds_plan, settings
 
 
@@ -28,31 +29,13 @@ class Recorder:
         return 1
 
 
-class Actor:
-    """An engine actor's calls, recorded."""
-
-    def __init__(self, log: list, name: str):
-        self.name = name
-        for method in ("sleep", "wake_up", "read_log", "shutdown", "start", "prepare", "run_trial"):
-            setattr(self, method, _Call(log, f"{method} {name}"))
-
-
-class _Call:
-    def __init__(self, log: list, what: str):
-        self.log, self.what = log, what
-
-    def remote(self, **kwargs):
-        self.log.append(self.what)
-        return self.what
-
-
 def _steps(device: str, *, engines: int = 2):
     log: list[str] = []
     plan = rounds_plan(engines=engines, trials=1, repeats=1)
     s = settings(device=device)
-    pool = ActorPool(settings=s, keys=RunKeys(sweep="s", run_id="r"), log_dir="/tmp")
+    pool = EngineActors(settings=s, keys=RunKeys(sweep="s", run_id="r"), log_dir="/tmp")
     pool.reap = lambda wait=False: (log.append("reap"), pool.dying.clear())
-    carry = HeldEngines(pool=pool)
+    carry = HeldEngines(actors=pool)
     steps = LaneSteps(plan=plan, model_cfg={}, settings=s, held=carry, later=True, recorder=Recorder(),
                       race=Race(plan=plan, enabled=False, tie_band=0.02, seed=0), deadline=Deadline(deadline_s=None))
     steps.before_engines = lambda *, load: None
@@ -66,9 +49,9 @@ def test_an_engines_last_turn_of_a_stage_leaves_it_loaded_for_the_next_stage():
     steps.lanes = [lane]
     lane.current = Resident(engine=plan.engine("e0"), actor=Actor(log, "a0"))
     steps.end_step(lane)  # no later turn in this stage: kept (a later stage may want it), not retired
-    assert "e0" in lane.residents and not steps.pool.dying
+    assert "e0" in lane.residents and not steps.actors.dying
     assert not steps.begin_step(lane)  # the stage is over for this lane: its engines go to the carry
-    assert carry.engines_left() == {"e0"} and not lane.residents and not steps.pool.dying
+    assert carry.engines_left() == {"e0"} and not lane.residents and not steps.actors.dying
 
     later = Lane(index=0, steps=collections.deque(round_steps(plan, engine_ids=["e0"])), max_resident=2,
                  planned=True)

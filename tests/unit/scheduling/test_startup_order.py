@@ -11,7 +11,7 @@ from runner.execution.results import StartResult
 from runner.measurement.records import RunKeys
 from runner.config.sections import run_config
 from runner.schema import EngineStatus, Phase
-from runner.scheduling.actors import ActorPool
+from runner.scheduling.actors import EngineActors
 from runner.scheduling.held import HeldEngines
 from runner.scheduling.cluster import Capacity
 from runner.scheduling.describe import describe_devices
@@ -21,6 +21,7 @@ from runner.scheduling.race import Race
 from runner.scheduling.settings import ExecutionSettings
 from runner.scheduling.startup_order import StartGate, device_of, retries_start, start_order_line
 from runner.scheduling.stops import Deadline
+from tests.support.recorded import RecordedActor as Actor
 from tests.unit.scheduling.plans import rounds_plan
 
 PROFILE_ERROR = ("AssertionError: Error in memory profiling. Initial free memory 40.8 GiB, current free memory "
@@ -92,21 +93,6 @@ def test_the_dry_run_says_how_starts_are_ordered():
 
 
 # ---- the lane machine, recording ----
-class _Call:
-    def __init__(self, log: list, what: str):
-        self.log, self.what = log, what
-
-    def remote(self, **kwargs):
-        self.log.append(self.what)
-        return self.what
-
-
-class Actor:
-    def __init__(self, log: list, name: str):
-        self.name = name
-        self.start = _Call(log, f"start {name}")
-
-
 class Recorder:
     loads: dict = {}
     durations: dict = {}
@@ -139,10 +125,10 @@ def _two_lanes_on_one_gpu():
     config = run_config(sweep_name="s", model="m", grid={"spec_method": ["off"]}, workloads={"decode": {}})
     config.engine = dataclasses.replace(config.engine, device="cuda")
     s = ExecutionSettings.of(config, capacity=Capacity(device_units=2, max_parallel_engines=2, engines_per_gpu=2))
-    pool = ActorPool(settings=s, keys=RunKeys(sweep="s", run_id="r"), log_dir="/tmp")
+    pool = EngineActors(settings=s, keys=RunKeys(sweep="s", run_id="r"), log_dir="/tmp")
     pool.save_log = lambda engine, actor: None
     pool.kill = lambda actor, graceful: log.append(f"kill {actor.name}")
-    machine = LaneMachine(plan=plan, model_cfg={}, settings=s, held=HeldEngines(pool=pool), recorder=Recorder(),
+    machine = LaneMachine(plan=plan, model_cfg={}, settings=s, held=HeldEngines(actors=pool), recorder=Recorder(),
                           race=Race(plan=plan, enabled=False, tie_band=0.02, seed=0),
                           deadline=Deadline(deadline_s=None))
     fresh = iter(range(100))
