@@ -107,6 +107,14 @@ class WorkloadParams:
         tokenizer (runner.traffic.chat). Default: as they are."""
         return self
 
+    def payload(self) -> Any:
+        """What with_prompts read on the driver for the actors (None: nothing): shipped once per node."""
+        return None
+
+    def with_payload(self, payload) -> "WorkloadParams":
+        """The params carrying `payload` (the same data, or its runner.measurement.shipped.ObjectStoreRef)."""
+        return self
+
     def prompt_problems(self, *, tokenizer, max_model_lens: list[int]) -> list[str]:
         """Prompts that do not fit each max_model_len (after templating), each with its place and the fix."""
         return []
