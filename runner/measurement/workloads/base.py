@@ -83,7 +83,7 @@ class WorkloadParams:
 
     def sequence_tokens_at(self, max_model_len: int) -> int:
         """The longest prompt + output sent to an engine of `max_model_len`: less than max_sequence_tokens() where
-        the workload skips or clips what does not fit (a trace's over_max_model_len policy)."""
+        the workload skips or clips what does not fit (a trace's over_length setting)."""
         return self.max_sequence_tokens()
 
     def over_length_error(self, max_model_len: int) -> Optional[str]:
