@@ -22,12 +22,27 @@ class ObjectStoreRef:
         if key not in _READ:
             import ray
 
-            while len(_READ) >= _KEEP:
-                _READ.pop(next(iter(_READ)))
-            _READ[key] = ray.get(self.ref)
+            self._keep(ray.get(self.ref))
         return _READ[key]
+
+    async def fetch(self) -> None:
+        """Fetches it without blocking the actor's event loop (a blocking get there would stall other calls)."""
+        if self.ref.hex() not in _READ:
+            self._keep(await self.ref)
+
+    def _keep(self, value: Any) -> None:
+        while len(_READ) >= _KEEP:
+            _READ.pop(next(iter(_READ)))
+        _READ[self.ref.hex()] = value
 
 
 def resolved(payload: Any) -> Any:
     """The payload itself, fetched where it was shipped through the object store."""
     return payload.value() if isinstance(payload, ObjectStoreRef) else payload
+
+
+async def fetch_payload(params) -> None:
+    """A trial's shipped payload fetched once into this process, before anything of the trial is timed."""
+    payload = params.payload()
+    if isinstance(payload, ObjectStoreRef):
+        await payload.fetch()

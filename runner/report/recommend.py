@@ -117,8 +117,8 @@ def _caveats(*, workload: str, choice: Optional[str], outcomes: pd.DataFrame, co
     return caveats
 
 
-DATA_FILE_COLUMNS = {"over_length_skipped": "requests over max_model_len skipped",
-                     "over_length_clipped": "requests over max_model_len clipped (prompt cut to fit)",
+DATA_FILE_COLUMNS = {"over_length_skipped": "requests over their length limit skipped",
+                     "over_length_clipped": "requests over their length limit clipped (prompt cut to fit)",
                      "source_skipped": "entries of its data file skipped (null or non-text messages, recorded "
                                        "failures)"}
 

@@ -233,8 +233,8 @@ def test_the_report_names_what_was_skipped_or_clipped():
 
     trials = pd.DataFrame({"max_model_len": [32768, 32768, 8192], "over_length_skipped": [16, 16, 40],
                            "over_length_clipped": [0, 0, 0], "source_skipped": [None, None, None]})
-    assert data_file_caveats(trials) == ["requests over max_model_len skipped: 40 per trial at max_model_len=8192, "
-                                         "16 per trial at max_model_len=32768"]
+    assert data_file_caveats(trials) == ["requests over their length limit skipped: 40 per trial at "
+                                         "max_model_len=8192, 16 per trial at max_model_len=32768"]
     assert data_file_caveats(pd.DataFrame({"max_model_len": [1024]})) == []
 
 
