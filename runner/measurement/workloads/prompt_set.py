@@ -102,8 +102,9 @@ class PromptSetParams(OpenLoopParams):
         sessions = resolved(self._prompts).sessions[:self.num_sessions]
         if self.max_turns is None:
             return list(sessions)
-        return [dataclasses.replace(s, rendered=dataclasses.replace(
-            s.rendered, segments=s.rendered.segments[:self.max_turns])) for s in sessions]
+        return [s if len(s.rendered.segments) <= self.max_turns else dataclasses.replace(
+            s, rendered=dataclasses.replace(s.rendered, segments=s.rendered.segments[:self.max_turns]))
+                for s in sessions]
 
     def _turn_lengths(self) -> list[list[int]]:
         return [s.rendered.prompt_lengths(output_len=self.output_len) for s in self.prepared()]
@@ -118,7 +119,9 @@ class PromptSetParams(OpenLoopParams):
                 "over_length_clipped": over if self.over_length == OverLength.CLIP else 0}
 
     def arrivals(self) -> int:
-        return len(self.prepared()) if self._prompts is not None else len(self.conversations())
+        if self._prompts is not None:
+            return len(resolved(self._prompts).sessions[:self.num_sessions])
+        return len(self.conversations())
 
     def max_sequence_tokens(self) -> int:
         if self._prompts is not None:
