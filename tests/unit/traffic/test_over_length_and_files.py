@@ -180,3 +180,51 @@ def test_a_utf8_file_with_a_byte_order_mark_still_reads(tmp_path):
     path = tmp_path / "prompts.jsonl"
     path.write_bytes(json.dumps({"prompt": "hi"}).encode("utf-8"))
     assert prompt_set(prompt_file=str(path)).validate() == []
+
+
+# ---- shipped once per node ----------------------------------------------------------------------------------------
+class Ref:
+    """A stand-in for ray.ObjectRef: what ray.put returns."""
+
+    def __init__(self, n):
+        self.n = n
+
+    def hex(self):
+        return f"ref{self.n}"
+
+
+def test_each_payload_is_put_once_and_every_trial_carries_its_reference(monkeypatch, tmp_path):
+    import pickle
+
+    import ray
+
+    from runner.config.sections import run_config
+    from runner.measurement import shipped
+    from runner.plan import load_checks
+    from runner.plan.grid import build_plan
+    from runner.scheduling.shipping import by_reference
+
+    put, stored = [], {}
+
+    def fake_put(value):
+        put.append(value)
+        stored[f"ref{len(put)}"] = value
+        return Ref(len(put))
+
+    from runner.scheduling import shipping
+
+    monkeypatch.setattr(shipping, "_PUT", {})
+    monkeypatch.setattr(ray, "put", fake_put)
+    monkeypatch.setattr(ray, "get", lambda ref: stored[ref.hex()])
+    config = run_config(sweep_name="s", model="m", grid={"max_model_len": [1024], "concurrency": [1, 2]},
+                        workloads={"prompt_set": {"prompt_file": QUESTIONS, "prompt_format": "mt_bench",
+                                                  "num_sessions": 5}})
+    tokenizer = CountingTokenizer()
+    for stage in range(2):  # a later stage ships the same prompts: no second put
+        plan = by_reference(load_checks.ship_prompts(build_plan(config), tokenizer=lambda: tokenizer))
+        assert len(plan.trials) == 2 and len(put) == 1
+        refs = {id(t.params.payload()) for t in plan.trials}
+        assert all(isinstance(t.params.payload(), shipped.ObjectStoreRef) for t in plan.trials)
+        assert len(pickle.dumps(plan.trials[0])) < 2000  # the trial carries a reference, not the sessions
+    assert len(refs) == 1 and [len(s.rendered.segments) for s in plan.trials[0].params.prepared()] == [
+        len(s.rendered.segments) for s in put[0].sessions]
