@@ -45,6 +45,15 @@ class PreparedPrompts:
 
     sessions: tuple[PreparedSession, ...]
     skipped_messages: int  # the file's null or non-text messages
+    # The longest prompt by (output_len, max_turns, num_sessions): the plan asks for it once per trial.
+    _longest: dict = field(default_factory=dict, compare=False, repr=False)
+
+    def longest_prompt(self, *, output_len: int, max_turns: Optional[int], num_sessions: Optional[int]) -> int:
+        key = (output_len, max_turns, num_sessions)
+        if key not in self._longest:  # a session's prompts only grow: its last turn sent is its longest
+            self._longest[key] = max((s.rendered.prompt_lengths(output_len=output_len)[:max_turns][-1]
+                                      for s in self.sessions[:num_sessions]), default=0)
+        return self._longest[key]
 
 
 # Prepared prompt sets by content, sample and renderer (the last few: a sweep's points share one or two files).
@@ -125,7 +134,8 @@ class PromptSetParams(OpenLoopParams):
 
     def max_sequence_tokens(self) -> int:
         if self._prompts is not None:
-            longest = max((max(turns) for turns in self._turn_lengths()), default=0)
+            longest = resolved(self._prompts).longest_prompt(output_len=self.output_len, max_turns=self.max_turns,
+                                                             num_sessions=self.num_sessions)
             return min(longest, self.max_prompt_tokens or longest) + self.output_len
         return (self.max_prompt_tokens or 1) + self.output_len
 

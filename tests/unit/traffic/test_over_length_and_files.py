@@ -83,6 +83,10 @@ def test_a_prompt_set_skips_the_turns_over_its_limit_and_counts_them():
     assert results and max(r.prompt_tokens for r in results) <= 100
     assert not any(r.prompt_clipped_tokens for r in results)
     every_turn = sum(len(s.rendered.segments) for s in p.prepared())
+    longest = max(max(s.rendered.prompt_lengths(output_len=2)) for s in p.prepared())
+    assert longest > 100 and p.max_sequence_tokens() == 100 + 2
+    assert dataclasses.replace(p, max_prompt_tokens=None, max_turns=1).max_sequence_tokens() == max(
+        s.rendered.prompt_lengths(output_len=2)[0] for s in p.prepared()) + 2
     skipped = p.source_columns(max_model_len=1024)["over_length_skipped"]
     assert skipped > 0 and len(results) == every_turn - skipped
     for r in results:  # a session stops at its first turn over the limit: what was sent is a head of its turns
