@@ -240,8 +240,8 @@ class TrialRecord(EngineSettings):
     send_lag_p99_s: Optional[float] = None
     send_lag_max_s: Optional[float] = None
     client_behind: Optional[bool] = None
-    # What of the workload's data file was not sent as recorded: a trace's requests over max_model_len skipped or
-    # clipped (workload.trace.over_max_model_len), and entries the reader skipped (a prompt file's null or
+    # What of the workload's data file was not sent as recorded: requests over their limit skipped or clipped (a
+    # trace's or a prompt set's `over_length`), and entries the reader skipped (a prompt file's null or
     # non-text messages, a trace's recorded failures). Null: the workload reads no file.
     over_length_skipped: Optional[int] = None
     over_length_clipped: Optional[int] = None

@@ -25,6 +25,7 @@ from runner.plan.stages import Stage, adaptive_study, run_stages
 from runner.plan.capacity import capacity_warnings
 from runner.plan.spec_variants import profile_warnings
 from runner.plan.validate import engine_arg_spec, validate
+from runner.scheduling.shipping import by_reference
 from runner.scheduling.startup_steps import StartupSteps
 from runner.scheduling.startup import dry_run_capacity
 
@@ -193,7 +194,9 @@ def _execute(*, stages: Iterator[Stage], base_plan: Plan, config: RunConfig, sin
             if session is None:
                 session = Session.open(config=config, run_dir=run_dir, plan=base_plan, previous=previous,
                                         steps=steps)
-            shipped = load_checks.ship_prompts(stage.plan, tokenizer=lambda: driver_tokenizer(config.model))
+            # Files read and rendered here once per command; each node fetches their data once, not per trial.
+            shipped = by_reference(load_checks.ship_prompts(stage.plan,
+                                                            tokenizer=lambda: driver_tokenizer(config.model)))
             session.run(dataclasses.replace(stage, plan=shipped), config=config, sink=sink, skip=skip, todo=len(todo),
                         before_engines=before_engines)
         if session is None:

@@ -13,7 +13,7 @@ import typing
 from typing import Any, Optional
 
 from runner.config.checks import ConfigError
-from runner.config.workload_keys import without_declared_defaults
+from runner.config.workload_keys import with_current_names, without_declared_defaults
 
 # Keys that may change when a run resumes: where results go and how the command is watched, stopped, retried,
 # exported and reported, and where Ray runs. None of them changes what a finished trial measured or what the
@@ -77,7 +77,7 @@ def _normalized(config: dict) -> dict[str, Any]:
     config.pop("hydra", None)
     workloads = config.get("workload")
     if isinstance(workloads, dict):
-        config["workload"] = {name: without_declared_defaults(name, dict(params or {}))
+        config["workload"] = {name: without_declared_defaults(name, with_current_names(name, dict(params or {})))
                               if isinstance(params, dict) else params for name, params in workloads.items()}
     return {k: v for k, v in flatten(config).items() if not resumable(k)}
 

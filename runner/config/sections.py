@@ -14,7 +14,7 @@ from runner.config.acceptance import AcceptanceProfile, resolve_auto
 from runner.config.checks import _fix, _g, _is_int, _problems, address_problem, plain_name_problem
 from runner.config.execution import ExecutionSection
 from runner.config.report import ReportSettings, ReportSettingsError, parse_settings as parse_report_settings
-from runner.config.workload_keys import without_declared_defaults
+from runner.config.workload_keys import with_current_names, without_declared_defaults
 from runner.numerics.stats import TIE_BAND
 from runner.slo import SloError, SloSection, old_execution_slo, old_report_slo
 from runner.spec_arm import DEFAULT_DRAFT_COUNT, SPEC_METHODS, method_name
@@ -356,8 +356,9 @@ class RunConfig:
                 errors.append(f"spec.{method} must be a dict of speculative_config keys, got {extra!r} "
                               f"(fix: spec.{method}={{}})")
         self.spec = {m: dict(extra or {}) for m, extra in self.spec.items() if extra is None or isinstance(extra, dict)}
-        # Keys conf/workload/ declares at their closed-loop values stay out of the points (and the trial ids).
-        self.workload = {name: without_declared_defaults(name, dict(params or {}))
+        # Older key names read as their names now; keys conf/workload/ declares at their closed-loop values stay
+        # out of the points (and the trial ids).
+        self.workload = {name: without_declared_defaults(name, with_current_names(name, dict(params or {})))
                          for name, params in self.workload.items()}
         try:  # typed once; dataclasses.replace() passes the typed values back in
             if isinstance(self.slo, SloSection):

@@ -25,6 +25,7 @@ from runner.measurement import counters
 from runner.slo import Slo
 from runner.measurement.records import RunKeys, failed_trial_row, request_rows, trial_row
 from runner.measurement.sampling import sampled
+from runner.measurement.shipped import fetch_payload
 from runner.measurement.workloads import workload_class
 from runner.measurement.workloads.base import TrialContext, WholeRun
 from runner.measurement.workloads.open_loop import probe_monitor
@@ -131,6 +132,7 @@ class EngineActor:
         except Exception as exc:
             return self._failed(trial, attempt, kind="draft_count_unset", exc=exc)
         try:
+            await fetch_payload(params)  # the prompt set or trace the driver shipped: once per node, per process
             warmup_s = await self._warm_up(trial=trial, workload=workload, params=params)
             await reset_prefix_cache(self.host)
         except ResetFailed as exc:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Optional
 from runner.config.checks import ConfigError
 from runner.config.sections import (ENGINE_AXES, TRIAL_AXES, ArmSection, ModelSection, RunConfig,  # noqa: F401
                                      SweepSection)
+from runner.config.workload_keys import id_point
 from runner.plan.vllm_args import Target, VllmArgs, vllm_args
 from runner.schema import EngineSettings
 from runner.spec_arm import SpecArm, spec_arms
@@ -258,7 +259,7 @@ def expand_trials(*, engines: list[EngineConfig], workloads: dict[str, dict], co
                 continue
             for point, params, levels in parsed:
                 for c, r in itertools.product(levels, range(repeats_here)):
-                    key = {"engine": engine.engine_id, "workload": wname, "params": point,
+                    key = {"engine": engine.engine_id, "workload": wname, "params": id_point(wname, point),
                            "concurrency": int(c), "repeat": r, "api": api}
                     trial_id = "t-" + stable_hash(key)
                     if trial_id in seen:

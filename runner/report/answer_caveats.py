@@ -14,8 +14,8 @@ import pandas as pd
 from runner.numerics.decision import DecisionKind
 from runner.report.study_answer import Caveat, Deploy
 
-DATA_FILE_COLUMNS = {"over_length_skipped": "requests over max_model_len skipped",
-                     "over_length_clipped": "requests over max_model_len clipped (prompt cut to fit)",
+DATA_FILE_COLUMNS = {"over_length_skipped": "requests over their length limit skipped",
+                     "over_length_clipped": "requests over their length limit clipped (prompt cut to fit)",
                      "source_skipped": "entries of its data file skipped (null or non-text messages, recorded "
                                        "failures)"}
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from runner.config.workload_keys import with_current_names
 from runner.schema import TABLES, column_names
 
 # Request columns the report needs; the heavy list columns (ITLs, token ids) are left on disk.
@@ -111,8 +112,8 @@ def load_results(run_dirs: list[Path]) -> Results:
     out = {t: pd.concat(fs, ignore_index=True) if fs else pd.DataFrame() for t, fs in frames.items()}
     for rows in (out["trials"], out["first_runs"]):
         if len(rows):  # canonical params text, so the same point in two folders compares equal
-            rows["workload_params_json"] = [json.dumps(json.loads(p or "{}"), sort_keys=True)
-                                            for p in rows.workload_params_json]
+            rows["workload_params_json"] = [json.dumps(with_current_names(w, json.loads(p or "{}")), sort_keys=True)
+                                            for w, p in zip(rows.workload, rows.workload_params_json)]
     trials = out["trials"]
     return Results(engines=out["engines"], trials=trials, requests=out["requests"], sources=labels,
                    configs=[read_config(d) for d in run_dirs], run_dirs=run_dirs, phases=out["phases"],

@@ -78,6 +78,14 @@ class ChatRenderer:
         self.rendering = Rendering.CHAT_TEMPLATE if self.mode == ChatTemplate.AUTO and has_template \
             else Rendering.RAW
 
+    @property
+    def identity(self) -> tuple:
+        """What a rendering depends on besides the conversation: the tokenizer (its files and template), the mode."""
+        tokenizer = self.tokenizer
+        return (type(tokenizer).__qualname__, str(getattr(tokenizer, "name_or_path", "")),
+                str(getattr(tokenizer, "chat_template", None)), getattr(tokenizer, "vocab_size", None),
+                self.rendering.value)
+
     def encode(self, content: Content) -> list[int]:
         return list(content) if not isinstance(content, str) else list(
             self.tokenizer.encode(content, add_special_tokens=False))

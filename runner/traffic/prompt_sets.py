@@ -20,14 +20,16 @@ as is refused naming the line and, where its shape says so, the prompt_format it
 """
 from __future__ import annotations
 
+import dataclasses
 import enum
 import json
 import os
 import random
 from dataclasses import dataclass
 from functools import lru_cache
-from pathlib import Path
 from typing import Optional, Union
+
+from runner.traffic.text_files import read_text_file
 
 Turn = Union[str, tuple[int, ...]]
 
@@ -58,6 +60,7 @@ class PromptFile:
 
     conversations: tuple[Conversation, ...]
     skipped_messages: int = 0  # null or non-text messages (not fatal, counted)
+    digest: str = ""  # sha256 of the file's bytes: what its renderings are cached by
 
 
 HUMAN = {"human", "user"}
@@ -238,9 +241,14 @@ def parse_prompt_set(text: str, *, fmt: str, name: str) -> list[Conversation]:
     return list(parse_prompt_file(text, fmt=fmt, name=name).conversations)
 
 
+# The fix for a file that is not UTF-8 text.
+NOT_TEXT_FIX = "workload.prompt_set.prompt_file=<a UTF-8 JSON or JSONL file>"
+
+
 @lru_cache(maxsize=8)
-def _read(path: str, fmt: str, mtime: float) -> PromptFile:
-    return parse_prompt_file(Path(path).read_text(encoding="utf-8"), fmt=fmt, name=path)
+def _read(path: str, fmt: str, mtime: float, size: int) -> PromptFile:
+    read = read_text_file(path, error=PromptSetError, fix=NOT_TEXT_FIX)
+    return dataclasses.replace(parse_prompt_file(read.text, fmt=fmt, name=path), digest=read.digest)
 
 
 def read_prompt_file(path: str, fmt: str) -> PromptFile:
@@ -248,7 +256,8 @@ def read_prompt_file(path: str, fmt: str) -> PromptFile:
     full = os.path.expanduser(path)
     if not os.path.isfile(full):
         raise PromptSetError(f"{path}: no such file")
-    return _read(full, str(fmt), os.path.getmtime(full))
+    stat = os.stat(full)
+    return _read(full, str(fmt), stat.st_mtime, stat.st_size)
 
 
 def read_prompt_set(path: str, fmt: str) -> list[Conversation]:

@@ -26,8 +26,10 @@ import random
 from dataclasses import dataclass, replace
 from datetime import datetime
 from functools import lru_cache
-from pathlib import Path
 from typing import Callable, Optional
+
+from runner.traffic.over_length import OverLength
+from runner.traffic.text_files import read_text_file
 
 # Mooncake's traces hash prompts in blocks of 512 tokens.
 MOONCAKE_BLOCK_TOKENS = 512
@@ -41,15 +43,6 @@ class TraceFormat(enum.StrEnum):
     MOONCAKE = "mooncake"
     AZURE = "azure"
     BURSTGPT = "burstgpt"
-
-
-class OverLength(enum.StrEnum):
-    """What a replay does with a request whose prompt + output exceed max_model_len."""
-
-    REFUSE = "refuse"  # the run is refused before start, naming the sizes
-    SKIP = "skip"  # not sent (counted)
-    CLIP = "clip"  # its prompt keeps its first max_model_len − output tokens (counted); one whose output alone
-    # does not fit is skipped
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -224,9 +217,13 @@ def parse_trace(text: str, *, name: str, fmt: str = TraceFormat.MOONCAKE) -> lis
     return list(parse_trace_file(text, name=name, fmt=fmt).requests)
 
 
+# The fix for a file that is not UTF-8 text.
+NOT_TEXT_FIX = "workload.trace.trace_file=<a UTF-8 JSONL or CSV trace>"
+
+
 @lru_cache(maxsize=8)
-def _read(path: str, fmt: str, mtime: float) -> TraceFile:
-    return parse_trace_file(Path(path).read_text(encoding="utf-8"), name=path, fmt=fmt)
+def _read(path: str, fmt: str, mtime: float, size: int) -> TraceFile:
+    return parse_trace_file(read_text_file(path, error=TraceError, fix=NOT_TEXT_FIX).text, name=path, fmt=fmt)
 
 
 def read_trace_file(path: str, fmt: str = TraceFormat.MOONCAKE) -> TraceFile:
@@ -234,7 +231,8 @@ def read_trace_file(path: str, fmt: str = TraceFormat.MOONCAKE) -> TraceFile:
     full = os.path.expanduser(path)
     if not os.path.isfile(full):
         raise TraceError(f"{path}: no such file")
-    return _read(full, str(fmt), os.path.getmtime(full))
+    stat = os.stat(full)
+    return _read(full, str(fmt), stat.st_mtime, stat.st_size)
 
 
 def read_trace(path: str, fmt: str = TraceFormat.MOONCAKE) -> list[TraceRequest]:
@@ -272,7 +270,8 @@ class Selection:
 
 @dataclass(frozen=True, kw_only=True)
 class Fitted:
-    """A replay's requests on an engine of max_model_len, under its over-length policy."""
+    """A replay's requests on an engine of max_model_len, under its over_length setting: a clipped prompt keeps
+    its first max_model_len − output tokens; a request whose output alone does not fit is skipped."""
 
     requests: tuple[TraceRequest, ...]
     skipped: int

@@ -59,7 +59,7 @@ def test_an_over_long_trace_and_files_in_another_format_are_refused_naming_their
                  f"workload.trace.trace_file={PUBLIC / 'mooncake_conversation_200.jsonl'}",
                  "workload.trace.max_requests=14", f"workload.prompt_set.prompt_file={sharegpt_as_jsonl}")
     assert ("1 of the 14 requests replayed exceed max_model_len=32768 (the first at line 12: 87169 in + 402 out = "
-            "87571 tokens; the longest needs 87571) (fix: workload.trace.over_max_model_len=skip or =clip") in err
+            "87571 tokens; the longest needs 87571) (fix: workload.trace.over_length=skip or =clip") in err
     assert "chats.jsonl line 1: the file is one JSON value over several lines, not one a line (it looks like " \
            "ShareGPT: prompt_format=sharegpt) (fix: workload.prompt_set.prompt_format=sharegpt)" in err
     err = refuse(warm_cli, tmp_path, "workload=[trace]",

@@ -30,7 +30,7 @@ def sweep(tmp_path_factory):
         "sweep.grid.enable_prefix_caching=[true]", f"sweep.grid.max_model_len=[{MAX_LEN}]",
         "sweep.grid.concurrency=[2]",
         f"workload.trace.trace_file={AZURE}", "workload.trace.trace_format=azure", "workload.trace.start_s=4",
-        "workload.trace.end_s=15", "workload.trace.over_max_model_len=clip",
+        "workload.trace.end_s=15", "workload.trace.over_length=clip",
         f"workload.prompt_set.prompt_file={SPEC_BENCH}", "workload.prompt_set.prompt_format=spec_bench",
         "workload.prompt_set.num_sessions=12", "workload.prompt_set.max_turns=1", "workload.prompt_set.output_len=16",
         output_root=out,

@@ -83,7 +83,7 @@ class WorkloadParams:
 
     def sequence_tokens_at(self, max_model_len: int) -> int:
         """The longest prompt + output sent to an engine of `max_model_len`: less than max_sequence_tokens() where
-        the workload skips or clips what does not fit (a trace's over_max_model_len policy)."""
+        the workload skips or clips what does not fit (a trace's over_length setting)."""
         return self.max_sequence_tokens()
 
     def over_length_error(self, max_model_len: int) -> Optional[str]:
@@ -105,6 +105,14 @@ class WorkloadParams:
     def with_prompts(self, tokenizer) -> "WorkloadParams":
         """The params as the driver ships them to the actors: data files read, prompts measured with the model's
         tokenizer (runner.traffic.chat). Default: as they are."""
+        return self
+
+    def payload(self) -> Any:
+        """What with_prompts read on the driver for the actors (None: nothing): shipped once per node."""
+        return None
+
+    def with_payload(self, payload) -> "WorkloadParams":
+        """The params carrying `payload` (the same data, or its runner.measurement.shipped.ObjectStoreRef)."""
         return self
 
     def prompt_problems(self, *, tokenizer, max_model_lens: list[int]) -> list[str]:

@@ -2,7 +2,7 @@
 runner.traffic.traces) sent on the trace's own clock (× `time_scale`), each request with its input and output
 lengths, and prompts rebuilt from its hash ids so that requests sharing ids share those prefix blocks. A run
 replays the part it selects (a time window, a request range, a seeded sample) as recorded; a request over
-max_model_len is refused, skipped or clipped as `over_max_model_len` says, counted per trial. Open loop by nature:
+max_model_len is refused, skipped or clipped (its first tokens kept) as `over_length` says, counted per trial. Open loop by nature:
 a request leaves on its timestamp whether or not earlier ones finished; `max_concurrency` caps requests in flight.
 The figure is TTFT p50.
 """
@@ -11,13 +11,15 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Any, Optional
 
 from runner.measurement.prompts import derived_seed, prompt_maker
-from runner.traffic.traces import (OverLength, Selection, TraceError, TraceFile, TraceFormat, TraceRequest, fit,
-                                       read_trace_file, send_offsets, trace_prompt)
+from runner.traffic.over_length import OverLength, check_over_length
+from runner.traffic.traces import (Selection, TraceError, TraceFile, TraceFormat, TraceRequest, fit, read_trace_file,
+                                   send_offsets, trace_prompt)
 from runner.measurement.workloads.base import TTFT_P50, RequestResult, TrialContext, Workload, WorkloadParams
 from runner.measurement.workloads.open_loop import WARMUP_ARRIVALS, on_schedule
+from runner.measurement.shipped import resolved
 
 
 @dataclass(kw_only=True)
@@ -37,19 +39,27 @@ class TraceParams(WorkloadParams):
     sample_requests: Optional[int] = None
     # A request whose prompt + output exceed max_model_len: refuse (the run, before start) | skip | clip (its
     # prompt keeps its first max_model_len − output tokens), counted per trial (over_length_skipped / _clipped).
-    over_max_model_len: str = "refuse"
+    # (over_max_model_len, its older name, is read as it: runner.config.workload_keys.)
+    over_length: str = OverLength.REFUSE
     max_concurrency: Optional[int] = None  # at most this many requests in flight (null: no cap)
     not_counts = ("time_scale", "start_s", "end_s", "sample_fraction")
     zero_allowed = ("seed", "skip_requests")
-    # Set on the driver (with_prompts): the trace file as read there, shipped to the actors with the trial so that
-    # no node needs the file.
-    _trace: Optional[TraceFile] = field(default=None, repr=False, compare=False)
+    # Set on the driver (with_prompts): the trace file as read there (or its place in Ray's object store), shipped
+    # to the actors so that no node needs the file.
+    _trace: Any = field(default=None, repr=False, compare=False)
 
     def trace(self) -> TraceFile:
-        return self._trace if self._trace is not None else read_trace_file(self.trace_file, self.trace_format)
+        return resolved(self._trace) if self._trace is not None else read_trace_file(self.trace_file,
+                                                                                      self.trace_format)
 
     def with_prompts(self, tokenizer) -> "TraceParams":
         return dataclasses.replace(self, _trace=read_trace_file(self.trace_file, self.trace_format))
+
+    def payload(self):
+        return self._trace
+
+    def with_payload(self, payload) -> "TraceParams":
+        return dataclasses.replace(self, _trace=payload)
 
     def selected(self) -> list[TraceRequest]:
         """The requests this run replays, before the over-length policy."""
@@ -60,7 +70,7 @@ class TraceParams(WorkloadParams):
     def requests(self, max_model_len: Optional[int] = None) -> list[TraceRequest]:
         if max_model_len is None:
             return self.selected()
-        return list(fit(self.selected(), max_model_len=max_model_len, policy=self.over_max_model_len).requests)
+        return list(fit(self.selected(), max_model_len=max_model_len, policy=self.over_length).requests)
 
     def max_sequence_tokens(self) -> int:
         try:
@@ -70,7 +80,7 @@ class TraceParams(WorkloadParams):
 
     def sequence_tokens_at(self, max_model_len: int) -> int:
         try:
-            fitted = fit(self.selected(), max_model_len=max_model_len, policy=self.over_max_model_len)
+            fitted = fit(self.selected(), max_model_len=max_model_len, policy=self.over_length)
         except (TraceError, TypeError, ValueError):
             return 0
         if not fitted.requests:
@@ -89,18 +99,18 @@ class TraceParams(WorkloadParams):
         fitting = next(i for i, r in enumerate(selected) if r.tokens > max_model_len)
         longest = max(r.tokens for r in selected)
         where = f"line {first.line}: {first.input_length} in + {first.output_length} out"
-        if self.over_max_model_len != OverLength.REFUSE:
+        if self.over_length != OverLength.REFUSE:
             return (f"every one of the {len(selected)} requests replayed is over max_model_len={max_model_len} "
-                    f"under over_max_model_len={self.over_max_model_len} (the first at {where}) (fix: raise "
+                    f"under over_length={self.over_length} (the first at {where}) (fix: raise "
                     f"sweep.grid.max_model_len to [{longest}] or pick another part of the trace)")
         ranges = f"workload.trace.max_requests={fitting}, " if fitting else ""
         return (f"{len(over)} of the {len(selected)} requests replayed exceed max_model_len={max_model_len} (the "
                 f"first at {where} = {first.tokens} tokens; the longest needs {longest}) (fix: "
-                f"workload.trace.over_max_model_len=skip or =clip to replay the rest, {ranges}"
+                f"workload.trace.over_length=skip or =clip to replay the rest, {ranges}"
                 f"or sweep.grid.max_model_len=[{longest}])")
 
     def source_columns(self, *, max_model_len: int) -> dict:
-        fitted = fit(self.selected(), max_model_len=max_model_len, policy=self.over_max_model_len)
+        fitted = fit(self.selected(), max_model_len=max_model_len, policy=self.over_length)
         return {"over_length_skipped": fitted.skipped, "over_length_clipped": fitted.clipped,
                 "source_skipped": self.trace().failed}
 
@@ -113,9 +123,7 @@ class TraceParams(WorkloadParams):
         errors += self._selection_errors()
         if self.trace_format not in tuple(TraceFormat):
             return errors + [f"trace_format={self.trace_format!r} is unknown; valid: {', '.join(TraceFormat)}"]
-        if self.over_max_model_len not in tuple(OverLength):
-            errors.append(f"over_max_model_len={self.over_max_model_len!r} is unknown; valid: "
-                          f"{', '.join(OverLength)}")
+        errors += check_over_length(self.over_length)
         if not self.trace_file:
             return errors + [f"trace_file=null: the trace workload replays a {self.trace_format} trace file"]
         if errors:
@@ -154,7 +162,7 @@ class TraceParams(WorkloadParams):
     def warmup_variant(self) -> "TraceParams":
         # The first few requests at once: a replay of its own would take the trace's whole span unmeasured.
         return dataclasses.replace(self, start_s=0.0, end_s=None, skip_requests=0, sample_fraction=None,
-                                   sample_requests=None, max_requests=WARMUP_ARRIVALS, over_max_model_len="skip",
+                                   sample_requests=None, max_requests=WARMUP_ARRIVALS, over_length=OverLength.SKIP,
                                    time_scale=0.0)
 
     def arrival_columns(self) -> dict:

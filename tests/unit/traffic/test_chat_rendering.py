@@ -130,13 +130,15 @@ def test_the_driver_ships_the_conversations_so_the_actor_never_reads_the_file(to
     plan = load_checks.ship_prompts(build_plan(config), tokenizer=lambda: tokenizer)
     copy.unlink()  # the actor's view: no such file
     params = plan.trials[0].params
-    assert len(params.conversations()) == 5 and params.max_sequence_tokens() > 16
+    assert len(params.prepared()) == 5 and params.arrivals() == 5 and params.max_sequence_tokens() > 16
     import pickle
 
-    assert len(pickle.loads(pickle.dumps(params)).conversations()) == 5
-    assert dataclasses.replace(params, num_sessions=2).conversations() == params.conversations()[:2]
-    with pytest.raises(ValueError, match="no parameter '_conversations'"):
-        workload_class("prompt_set").parse_params({"_conversations": []})
+    assert len(pickle.loads(pickle.dumps(params)).prepared()) == 5
+    assert dataclasses.replace(params, num_sessions=2).prepared() == params.prepared()[:2]
+    first_turns = dataclasses.replace(params, max_turns=1).prepared()  # a warm-up: the trial's own first prompts
+    assert [s.rendered.segments for s in first_turns] == [s.rendered.segments[:1] for s in params.prepared()]
+    with pytest.raises(ValueError, match="no parameter '_prompts'"):
+        workload_class("prompt_set").parse_params({"_prompts": []})
 
 
 def test_requests_and_trials_say_what_was_applied_and_how_many_were_clipped():

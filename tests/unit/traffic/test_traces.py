@@ -185,15 +185,15 @@ def test_the_mooncake_trace_past_its_first_over_long_request():
     assert p.max_sequence_tokens() == 87571 and p.sequence_tokens_at(32768) == 87571
     assert p.over_length_error(32768) == (
         "1 of the 14 requests replayed exceed max_model_len=32768 (the first at line 12: 87169 in + 402 out = 87571 "
-        "tokens; the longest needs 87571) (fix: workload.trace.over_max_model_len=skip or =clip to replay the rest, "
+        "tokens; the longest needs 87571) (fix: workload.trace.over_length=skip or =clip to replay the rest, "
         "workload.trace.max_requests=11, or sweep.grid.max_model_len=[87571])")
-    skip = workload_class("trace").parse_params({"trace_file": str(trace), "over_max_model_len": "skip"})
+    skip = workload_class("trace").parse_params({"trace_file": str(trace), "over_length": "skip"})
     assert skip.sequence_tokens_at(32768) <= 32768 and len(skip.requests(32768)) == 184
     assert skip.source_columns(max_model_len=32768) == {"over_length_skipped": 16, "over_length_clipped": 0,
                                                         "source_skipped": 0}
-    clip = workload_class("trace").parse_params({"trace_file": str(trace), "over_max_model_len": "clip"})
+    clip = workload_class("trace").parse_params({"trace_file": str(trace), "over_length": "clip"})
     assert len(clip.requests(32768)) == 200 and clip.source_columns(max_model_len=32768)["over_length_clipped"] == 16
-    nothing = workload_class("trace").parse_params({"trace_file": str(trace), "over_max_model_len": "skip",
+    nothing = workload_class("trace").parse_params({"trace_file": str(trace), "over_length": "skip",
                                                      "skip_requests": 11, "max_requests": 1})
     assert nothing.sequence_tokens_at(32768) > 32768 and "every one of the 1 requests" in nothing.over_length_error(
         32768)
@@ -207,7 +207,7 @@ def test_trace_selection_params_are_checked(tmp_path):
                            ({"start_s": -1}, "start_s=-1 must be a number of seconds ≥ 0"),
                            ({"sample_fraction": 0}, "sample_fraction=0 must be in (0, 1]"),
                            ({"sample_fraction": 0.5, "sample_requests": 2}, "set one"),
-                           ({"over_max_model_len": "drop"}, "over_max_model_len='drop' is unknown; valid: refuse, "
+                           ({"over_length": "drop"}, "over_length='drop' is unknown; valid: refuse, "
                                                             "skip, clip"),
                            ({"trace_format": "csv"}, "trace_format='csv' is unknown; valid: mooncake, azure, burstgpt"),
                            ({"start_s": 100}, "the selection leaves no request (the trace has 5 requests over 4 s")]:
@@ -217,7 +217,7 @@ def test_trace_selection_params_are_checked(tmp_path):
 
 def test_a_skipping_replay_sends_what_fits_on_its_clock(tmp_path):
     params = trace_params(tmp_path, "\n".join([line(0, 8, 2), line(30, 5000, 3), line(60, 5, 1)]),
-                          over_max_model_len="skip")
+                          over_length="skip")
     engine = SlowEngine(service_s=0.01)
     results = asyncio.run(workload_class("trace")().run(TrialContext(engine=engine, concurrency=0, repeat=0,
                                                                      params=params)))
@@ -233,8 +233,8 @@ def test_the_report_names_what_was_skipped_or_clipped():
 
     trials = pd.DataFrame({"max_model_len": [32768, 32768, 8192], "over_length_skipped": [16, 16, 40],
                            "over_length_clipped": [0, 0, 0], "source_skipped": [None, None, None]})
-    assert data_file_caveats(trials) == ["requests over max_model_len skipped: 40 per trial at max_model_len=8192, "
-                                         "16 per trial at max_model_len=32768"]
+    assert data_file_caveats(trials) == ["requests over their length limit skipped: 40 per trial at "
+                                         "max_model_len=8192, 16 per trial at max_model_len=32768"]
     assert data_file_caveats(pd.DataFrame({"max_model_len": [1024]})) == []
 
 
