@@ -10,17 +10,17 @@ CONF_PACKAGE = "runner.conf"
 
 
 def config_search_path() -> str:
-    """Where Hydra reads conf/: the package runner.conf (`pkg://runner.conf`; pyproject.toml maps conf/ and
-    sweeps/ into it), in a wheel or, through the editable install, in the checkout. A checkout that is not
-    installed (runner imported from the source tree only) reads conf/ beside runner/ directly."""
+    """Where Hydra reads conf/: the folder conf/ beside the imported runner/ when there is one (a checkout, also one
+    imported through PYTHONPATH while another checkout is installed editable: its own configs, never the other's);
+    else the package runner.conf (`pkg://runner.conf`; pyproject.toml maps conf/ and sweeps/ into it) of a wheel."""
+    source = Path(__file__).resolve().parents[2] / "conf"
+    if (source / "config.yaml").is_file():
+        return str(source)
     try:
         installed = importlib.util.find_spec(CONF_PACKAGE) is not None
     except (ImportError, ValueError):
         installed = False
-    source = Path(__file__).resolve().parents[2] / "conf"
-    if not installed and (source / "config.yaml").is_file():
-        return str(source)
-    return PKG + CONF_PACKAGE
+    return PKG + CONF_PACKAGE if installed else str(source)
 
 
 CONF_DIR = config_search_path()  # hydra.main's config_path, and what compose() initializes Hydra with
