@@ -183,8 +183,9 @@ def search(models: dict, *, card: dict, crossing: float, seed: int) -> dict:
 
 
 def _tree(base: str, into: Path) -> Path:
-    """The base revision's runner/ (git archive), importable from `into`."""
-    archive = subprocess.run(["git", "-C", str(ROOT), "archive", base, "runner"], check=True, capture_output=True)
+    """The base revision's runner/ and configs (git archive), importable from `into`."""
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", base, "runner", "conf", "sweeps"], check=True,
+                             capture_output=True)
     subprocess.run(["tar", "-x", "-C", str(into)], input=archive.stdout, check=True)
     return into
 
@@ -236,6 +237,8 @@ def main() -> None:
     models = fit(args.recorded)
     DECODE_SCALE[0] = args.decode_scale
     if args.one:
+        # Each tree's own conf/ and sweeps/ (an editable install would map the configs to its checkout's).
+        sys.meta_path[:] = [f for f in sys.meta_path if "_EditableFinder" not in repr(f)]
         crossing = args.crossing[0]
         print(json.dumps([search(models, card=_card(args, models), crossing=crossing, seed=s)
                           for s in range(args.seeds)]))
