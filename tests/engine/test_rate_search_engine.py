@@ -1,8 +1,9 @@
 """The highest sustainable rate searched end to end on real CPU engines (the trained tiny model, spec off, prefix
 caching on and off: two engines), run once: Poisson decode, saturation first, then the first rate under its
-measured throughput planned from its rows (two stages), checked through the run's timeline (phases.parquet), its trial rows and its
-report. A latency target no rate meets makes the second stage certain; short requests and one repeat keep it to
-one load per engine: the later stage runs on the engines its first stage loaded (one load per engine per command).
+measured throughput planned from its rows (two stages), checked through the run's timeline (phases.parquet), its
+trial rows and its report. A latency target no rate meets makes the second stage certain; short requests and one
+repeat keep it to one load per engine: the later stage runs on the engines its first stage loaded (one load per
+engine per command).
 """
 from __future__ import annotations
 
