@@ -239,7 +239,7 @@ class RateSearchSection:
     # New rates per arm and stage inside its bracket (1: bisection; more: fewer stages, more trials).
     rates_per_stage: int = field(default=1, metadata=_fix("sweep.rate_search.rates_per_stage=1",
                                                           "must be an integer ≥ 1"))
-    # The first rate below saturation when no given rate meets the SLO: this share of the measured saturation.
+    # The low rate, once the rates just under saturation's throughput miss: this share of that throughput.
     low_fraction: float = field(default=0.1, metadata=_fix("sweep.rate_search.low_fraction=0.1",
                                                            "must be a number in (0, 1)"))
     # Every arm of a workload point measures each rate any of them asks for: more trials, but the arms compare at

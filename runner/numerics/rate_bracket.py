@@ -10,6 +10,13 @@ up the rates, the bracket is [the last point meeting the targets, the first one 
 when its width is within `precision` of its lower end, or when it is within the noise: the crossing's 95 %
 interval (a seeded bootstrap of the line's repeats, as the report gives it) is at least as wide as the bracket,
 so rates between would not narrow what the repeats can say.
+
+The first rates below saturation come from its measured throughput: no rate above what the engine served with
+every request at once is sustained, so the crossing lies below it, and on an engine whose queue only forms near
+its capacity just below it. The saturation ladder's top rung sits halfway into the precision band under that
+throughput (a probe meeting there closes the bracket at once, with room for the throughput's spread over runs);
+each next rung is the lowest rate whose bracket up to the rung above is within `precision` (a probe meeting
+there closes it too). Only when every rung misses does the search go wide: a low rate and rates between.
 """
 from __future__ import annotations
 
@@ -29,6 +36,7 @@ from runner.slo import Slo
 # stop rule, set on the probes below saturation of a line alike.
 RATE_AXES = ("request_rate", "time_scale", "max_duration_s", "stop_when_decided")
 BOOTSTRAP = 1000  # draws of the crossing's interval
+LADDER_RUNGS = 2  # rates just under saturation tried before the search goes wide (more with rates_per_stage)
 
 
 def line_params(params_json: str) -> str:
@@ -181,6 +189,35 @@ def bracket(points: Sequence[RatePoint], slo: Slo, *, precision: float, seed: in
     # Every point meets: saturation is the ceiling; without it (its trials failed) there is nothing above to find.
     return Bracket(state=BracketState.SATURATION_MEETS if line[-1].saturation else BracketState.NO_POINTS,
                    low=line[-1], **common)
+
+
+def ceil_rate(rate: float) -> float:
+    """The smallest rate of three significant digits at or above `rate`."""
+    rounded = round_rate(rate)
+    if rounded >= rate or not rate > 0:
+        return rounded
+    return round_rate(rounded + 10.0 ** (math.floor(math.log10(rounded)) - 2))
+
+
+def rate_within(high: float, *, precision: float) -> float:
+    """The lowest rate (three significant digits) whose bracket up to `high` is within `precision` of it: a probe
+    meeting the target there closes the bracket."""
+    rate = ceil_rate(high / (1.0 + precision))
+    while high - rate > precision * rate:  # the float division's last bit
+        rate = ceil_rate(rate * (1.0 + 1e-9))
+    return rate
+
+
+def saturation_ladder(saturation_x: float, *, precision: float, count: int = 1) -> list[float]:
+    """The rates just under saturation's measured throughput, top down: the first halfway into the precision band
+    (`x / (1 + precision / 2)`), each next the lowest within `precision` of the one above; max(LADDER_RUNGS,
+    count) of them. Empty where saturation measured nothing."""
+    if not saturation_x > 0 or math.isinf(saturation_x):
+        return []
+    rungs = [round_rate(saturation_x / (1.0 + precision / 2.0))]
+    while len(rungs) < max(LADDER_RUNGS, count):
+        rungs.append(rate_within(rungs[-1], precision=precision))
+    return rungs
 
 
 def rates_between(low: float, high: float, *, count: int) -> list[float]:

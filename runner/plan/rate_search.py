@@ -2,18 +2,23 @@
 
 1. saturation: every arm at `request_rate=inf` (everything at once), and any rates the workload gives: the
    request throughput measured there bounds every sustainable rate.
-2. below saturation: per arm and workload point (a line), a low rate (`low_fraction` of its saturation throughput,
-   where requests rarely queue: the open-loop stand-in for a synchronous run) and `rates_per_stage` rates spaced
-   between it and saturation.
-3. then, per line, `rates_per_stage` rates inside its bracket [last rate meeting the SLO, first missing it],
-   until the bracket is within `precision` of its lower end or within the noise of the repeats (the crossing's
-   bootstrap interval as wide as the bracket: runner.numerics.rate_bracket), or `max_stages` ran.
-Each probe runs once first: a probe below saturation stops sending once it is decided (its TTFT percentile's
-interval clear of the target, or the queue past saving it: runner.numerics.rate_probe), and its verdict and
-interval go in its row. Only the undecided probes that bound a line's answer (its bracket's ends, once the line
-asks for no new rate) take further repeats, up to `sweep.repeats`, one a stage (spread over the sweep): a rate
-below a decided one, or above a missed one, is settled by it. A rate decided "missed" below one that meets
-contradicts it (noise on one of them) and is repeated too.
+2. the first bracket from saturation: per arm and workload point (a line), the saturation ladder's rates just
+   under that throughput (runner.numerics.rate_bracket.saturation_ladder: halfway into the precision band, then
+   the lowest rate within `precision` of the rung above), `rates_per_stage` a stage. On an engine whose queue forms
+   only near its capacity the top rung meets the target and the bracket [it, saturation] is within `precision`:
+   one stage below saturation. Only when every rung misses does the line go wide: a low rate (`low_fraction` of
+   the saturation throughput, where requests rarely queue) and `rates_per_stage` rates between it and the lowest
+   miss.
+3. then, per line, the ladder's rungs inside its bracket [last rate meeting the SLO, first missing it] where
+   saturation bounds it, else `rates_per_stage` rates inside it, until the bracket is within `precision` of its
+   lower end or within the noise of the repeats (the crossing's bootstrap interval as wide as the bracket:
+   runner.numerics.rate_bracket), or `max_stages` ran.
+Every line's rates of a stage run in that one stage (all arms at once). Each probe runs once first: a probe below
+saturation stops sending once it is decided (its TTFT percentile's interval clear of the target, or the queue past
+saving it: runner.numerics.rate_probe), and its verdict and interval go in its row. Only the undecided probes that
+bound a line's answer (its bracket's ends, once the line asks for no new rate) take further repeats, up to
+`sweep.repeats`, one a stage (spread over the sweep): a rate below a decided one, or above a missed one, is settled
+by it. A rate decided "missed" below one that meets contradicts it (noise on one of them) and is repeated too.
 Each line gets only its own rates (an arm's bracket says nothing of another's), or with `shared_rates` every arm
 of a workload point gets the rates any of them asks for (comparable at every rate); rates are rounded to three
 significant digits, so a rate names one trial id however a stage reached it. The report's "Against offered
@@ -30,7 +35,7 @@ from runner.config.checks import ConfigError
 from runner.config.sections import RunConfig
 from runner.measurement.arrivals import Arrival, parse_rate
 from runner.numerics.rate_bracket import (Bracket, BracketState, RatePoint, bracket, line_params, rates_between,
-                                             round_rate)
+                                             round_rate, saturation_ladder)
 from runner.plan.grid import Plan, build_plan
 from runner.plan.stages import Stage, select
 from runner.schema import TrialStatus
@@ -146,16 +151,23 @@ def _number(value) -> float:
 
 
 def next_rates(b: Bracket, *, precision: float, low_fraction: float, count: int) -> list[float]:
-    """The rates a line measures next (none: its search is done)."""
+    """The rates a line measures next (none: its search is done): the saturation ladder's rungs inside what is
+    still open below saturation, then (every rung missed) a low rate and rates between, or rates inside the
+    bracket."""
+    ladder = saturation_ladder(b.saturation_x, precision=precision, count=count)
     if b.state == BracketState.OPEN:
-        return rates_between(b.low.x, b.high.x, count=count)
+        rungs = [r for r in ladder if b.low.x < r < b.high.x]
+        return rungs[:count] or rates_between(b.low.x, b.high.x, count=count)
     if b.state != BracketState.LOWEST_MISSES or math.isnan(b.saturation_x):
         return []
+    rungs = [r for r in ladder if r < b.lowest.x]
+    if rungs:
+        return rungs[:count]
     low = round_rate(low_fraction * b.saturation_x)
     if not 0 < low < b.lowest.x * (1 - precision):
         return []  # a rate at or near the low probe already missed: "below the lowest rate"
-    # Before the low rate is known to meet it, rates between it and saturation already narrow the bracket.
-    return [low, *rates_between(low, b.lowest.x, count=count)] if b.lowest.saturation else [low]
+    # Before the low rate is known to meet it, rates between it and the lowest miss already narrow the bracket.
+    return [low, *rates_between(low, b.lowest.x, count=count)]
 
 
 def _saturation(trial) -> bool:

@@ -1,8 +1,9 @@
 """The highest sustainable rate searched end to end on real CPU engines (the trained tiny model, spec off, prefix
-caching on and off: two engines), run once: Poisson decode, saturation first, then a low rate and a rate between
-planned from its rows (two stages), checked through the run's timeline (phases.parquet), its trial rows and its
-report. A latency target no rate meets makes the second stage certain; short requests and one repeat keep it to
-one load per engine: the later stage runs on the engines its first stage loaded (one load per engine per command).
+caching on and off: two engines), run once: Poisson decode, saturation first, then the first rate under its
+measured throughput planned from its rows (two stages), checked through the run's timeline (phases.parquet), its
+trial rows and its report. A latency target no rate meets makes the second stage certain; short requests and one
+repeat keep it to one load per engine: the later stage runs on the engines its first stage loaded (one load per
+engine per command).
 """
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import math
 
 import pytest
 
-from runner.numerics.rate_bracket import round_rate
+from runner.numerics.rate_bracket import saturation_ladder
 from runner.sinks.parquet import read_frame
 from tests.support.cli import run_cli
 
@@ -46,8 +47,8 @@ def test_saturation_first_then_rates_below_it_from_its_throughput(search):
         saturation = line[line.offered_rate_req_s == math.inf]
         assert len(saturation) == 1
         below = set(line.offered_rate_req_s[line.offered_rate_req_s < math.inf])
-        # The low rate is a tenth of the throughput saturation measured.
-        assert round_rate(0.1 * float(saturation.request_throughput_req_s.iloc[0])) in below
+        # The first rate below saturation is the ladder's top rung under the throughput it measured.
+        assert below == {saturation_ladder(float(saturation.request_throughput_req_s.iloc[0]), precision=0.1)[0]}
     # Every probe's verdict and interval are in its row; one stopped early covers only the requests it sent.
     assert set(trials.probe_verdict) <= {"met", "missed", "undecided"} and trials.probe_verdict.notna().all()
     probes = trials[trials.offered_rate_req_s < math.inf]

@@ -9,14 +9,16 @@ import pytest
 from runner.config.checks import ConfigError
 from runner.config.store import load_config
 from runner.numerics.rate_bracket import (BracketState, RatePoint, bracket, line_params, rates_between,
-                                             round_rate)
-from runner.plan.rate_search import line_points
+                                             round_rate, saturation_ladder)
+from runner.numerics.rate_probe import order_bounds
+from runner.plan.rate_search import line_points, next_rates
 from runner.plan.stages import adaptive_study
 from runner.slo import Metric, Slo, Target
 
 # Per arm: the throughput saturation measures, and the rate where TTFT p99 reaches the preset's 50 ms target.
 CAPACITY = {"off": 300.0, "mtp": 240.0}
 LIMIT_MS = 50.0
+KNEE = 0.5  # the share of the capacity past which TTFT rises: the crossing at 97 % of it
 GPU = ["sweep.preset=null", "slo.ttft=500"]  # the file's own size, a target from the command line
 
 
@@ -24,9 +26,13 @@ def _config(*overrides):
     return load_config(["tracking=none", "sweep=rate_search", "sweep.preset=cpu", *overrides])
 
 
-def _ttft_s(load: float, repeat: int) -> float:
-    """A queue's TTFT: flat at 5 ms, rising past half the capacity; repeats 2 % apart."""
-    return (0.005 + 0.2 * max(0.0, load - 0.5) ** 2) * (1.0, 1.02, 0.98)[repeat]
+def _ttft_s(load: float, repeat: int, knee: float = KNEE) -> float:
+    """A queue's TTFT: flat at 5 ms, rising past `knee` of the capacity; repeats 2 % apart."""
+    return (0.005 + 0.2 * max(0.0, load - knee) ** 2) * (1.0, 1.02, 0.98)[repeat]
+
+
+def _crossing(arm: str, knee: float = KNEE) -> float:
+    return CAPACITY[arm] * (knee + math.sqrt((LIMIT_MS / 1000 - 0.005) / 0.2))
 
 
 def _verdict(ttft_s: float) -> str:
@@ -34,13 +40,13 @@ def _verdict(ttft_s: float) -> str:
     return "met" if ttft_s < 0.8 * LIMIT_MS / 1000 else "missed" if ttft_s > 1.25 * LIMIT_MS / 1000 else "undecided"
 
 
-def _rows(stage, *, failed_rates=()) -> list[dict]:
+def _rows(stage, *, failed_rates=(), knee: float = KNEE) -> list[dict]:
     engines = {e.engine_id: e.settings for e in stage.plan.engines}
     rows = []
     for t in stage.plan.trials:
         capacity = CAPACITY[engines[t.engine_id].spec_method]
         rate = float(t.params.request_rate)
-        ttft = _ttft_s(min(rate / capacity, 1.5), t.repeat)
+        ttft = _ttft_s(min(rate / capacity, 1.5), t.repeat, knee)
         rows.append({"trial_id": t.trial_id, "engine_id": t.engine_id, "workload": t.workload,
                      "workload_params_json": t.params_json, "repeat": t.repeat,
                      "status": "failed" if rate in failed_rates else "ok",
@@ -57,11 +63,11 @@ def _rates(stage) -> dict[str, set[float]]:
     return rates
 
 
-def _run(config, study, *, failed_rates=()) -> tuple[list, list[dict]]:
+def _run(config, study, *, failed_rates=(), knee: float = KNEE) -> tuple[list, list[dict]]:
     stages, rows = [], []
     while (stage := study.stage(len(stages), config=config, rows=rows)) is not None:
         stages.append(stage)
-        rows += _rows(stage, failed_rates=failed_rates)
+        rows += _rows(stage, failed_rates=failed_rates, knee=knee)
     return stages, rows
 
 
@@ -78,10 +84,12 @@ def test_saturation_first_then_each_arm_narrowed_to_its_own_crossing():
     assert stages[0].name == "saturation"
     assert _rates(stages[0]) == {"off": {math.inf}, "mtp": {math.inf}}
     assert len(stages[0].plan.trials) == 2  # two arms, once: saturation's verdict (missed) is decided
-    # Below saturation: a tenth of each arm's throughput and two rates between (the preset's rates_per_stage).
-    assert _rates(stages[1]) == {"off": {30.0, 64.6, 139.0}, "mtp": {24.0, 51.7, 111.0}}
+    # Below saturation: the ladder under each arm's throughput, both rungs at once (the preset's rates_per_stage).
+    assert _rates(stages[1]) == {"off": {286.0, 260.0}, "mtp": {229.0, 209.0}}
     assert {t.repeat for t in stages[1].plan.trials} == {0}
-    assert 3 <= len(stages) <= config.sweep.rate_search.max_stages + config.sweep.repeats
+    # The top rung meets (undecided, so its repeats follow): no further rate is needed.
+    assert all("new" not in s.why for s in stages[2:])
+    assert 3 <= len(stages) <= 2 + config.sweep.repeats
     ids = [t.trial_id for s in stages for t in s.plan.trials]
     assert len(ids) == len(set(ids))  # no trial measured twice
     # Repeats only of undecided probes at a bracket's ends, never of decided ones.
@@ -90,20 +98,33 @@ def test_saturation_first_then_each_arm_narrowed_to_its_own_crossing():
     decided = {(r["engine_id"], r["workload_params_json"]) for r in rows if r["repeat"] == 0
                and r["probe_verdict"] != "undecided"}
     assert not [r for r in repeated if (r["engine_id"], r["workload_params_json"]) in decided]
+    _assert_narrowed(config, stages, rows)
+
+
+def _assert_narrowed(config, stages, rows, knee: float = KNEE):
     engines = {e.engine_id: e.settings.spec_method for s in stages for e in s.plan.engines}
     for engine_id, b in _brackets(config, rows).items():
         arm = engines[engine_id]
-        crossing = CAPACITY[arm] * (0.5 + math.sqrt((LIMIT_MS / 1000 - 0.005) / 0.2))
         assert b.state in (BracketState.PRECISE, BracketState.NOISE)
-        assert b.low.x <= crossing <= b.high.x, (arm, b.text())
+        assert b.low.x <= _crossing(arm, knee) <= b.high.x, (arm, b.text())
         assert b.high.x - b.low.x <= 0.1 * b.low.x
+
+
+def test_a_knee_far_below_saturation_goes_wide_once_the_ladder_misses():
+    config = _config()
+    stages, rows = _run(config, adaptive_study("rate_search"), knee=0.1)  # the crossing at 57 % of the capacity
+    assert _rates(stages[1]) == {"off": {286.0, 260.0}, "mtp": {229.0, 209.0}}
+    # Both rungs missed: a tenth of the throughput and two rates between it and the lower rung.
+    assert _rates(stages[2]) == {"off": {30.0, 61.6, 127.0}, "mtp": {24.0, 49.4, 102.0}}
+    assert len(stages) <= config.sweep.rate_search.max_stages + config.sweep.repeats
+    _assert_narrowed(config, stages, rows, knee=0.1)
 
 
 def test_shared_rates_measure_every_arm_at_each_rate_any_arm_asks_for():
     config = _config("sweep.rate_search.shared_rates=true")
     study = adaptive_study("rate_search")
     stages, rows = _run(config, study)
-    both = {30.0, 64.6, 139.0, 24.0, 51.7, 111.0}
+    both = {286.0, 260.0, 229.0, 209.0}
     assert _rates(stages[1]) == {"off": both, "mtp": both}
     for stage in stages[2:]:
         if "repeated" in stage.why:  # an arm's own undecided ends
@@ -140,15 +161,18 @@ def test_saturation_within_the_target_ends_the_study():
 
 def test_a_low_rate_that_misses_ends_that_arm():
     config, study, rows = _saturated()
-    rows += [dict(r, ttft_p99_s=1.0, probe_verdict="missed")
-             for r in _rows(study.stage(1, config=config, rows=rows))]  # the low rate queues
-    assert study.stage(2, config=config, rows=rows) is None
+    for index in (1, 2):  # the ladder, then the low rate and rates between: every one queues
+        rows += [dict(r, ttft_p99_s=1.0, probe_verdict="missed")
+                 for r in _rows(study.stage(index, config=config, rows=rows))]
+    low = {r["workload_params_json"] for r in rows if '"request_rate": 30.0' in r["workload_params_json"]}
+    assert low  # off's low rate ran (a tenth of its 300 req/s)
+    assert study.stage(3, config=config, rows=rows) is None
 
 
 def test_rates_whose_trials_failed_are_not_proposed_again():
     config = _config()
     study = adaptive_study("rate_search")
-    stages, rows = _run(config, study, failed_rates={64.6, 51.7, 139.0, 111.0})
+    stages, rows = _run(config, study, failed_rates={286.0, 260.0, 229.0, 209.0})
     ids = [t.trial_id for s in stages for t in s.plan.trials]
     assert len(ids) == len(set(ids)) and len(stages) <= config.sweep.rate_search.max_stages
 
@@ -251,3 +275,66 @@ def test_a_miss_below_a_rate_that_meets_is_repeated():
     assert b.state == BracketState.LOWEST_MISSES
     assert repeats_wanted(b, repeats=3, points=points, slo=slo) == [spike]
     assert repeats_wanted(b, repeats=1, points=points, slo=slo) == []
+
+
+def _next(points, count=1):
+    return next_rates(bracket(points, SLO, precision=0.1), precision=0.1, low_fraction=0.1, count=count)
+
+
+def test_below_saturation_the_ladder_first_then_its_next_rung_then_wide():
+    sat = _point(math.inf, 900, x=300)
+    assert _next([sat]) == [286.0] and _next([sat], count=2) == [286.0, 260.0]
+    assert _next([sat, _point(286, 80)]) == [260.0]  # the top rung missed: the next one
+    # Both rungs missed: a tenth of the throughput and a rate between it and the lowest miss.
+    assert _next([sat, _point(286, 80), _point(260, 70)]) == [30.0, 88.3]
+    assert _next([sat, _point(286, 80), _point(260, 70), _point(30, 60)]) == []  # even the low rate misses
+    # A given rate meeting below saturation: the rungs above it before rates between.
+    assert _next([sat, _point(100, 20)]) == [286.0]
+    assert _next([sat, _point(100, 20), _point(286, 80)]) == [260.0]
+    assert _next([sat, _point(100, 20), _point(286, 80), _point(260, 60)]) == [161.0]  # bisection, as before
+    assert _next([sat, _point(286, 20)]) == []  # [286, 300] is within precision
+
+
+# The documented search (the sweep file's own size, slo.ttft=500) at the H200's saturation throughputs.
+H200 = {"off": 23.4, "mtp": 27.1}
+
+
+def _gpu_rows(stage, *, crossing: float) -> list[dict]:
+    """Decided probes: TTFT p99 flat at 300 ms up to `crossing` of each arm's saturation throughput, past it the
+    queue's; saturation misses (every request at once)."""
+    engines = {e.engine_id: e.settings.spec_method for e in stage.plan.engines}
+    rows = []
+    for t in stage.plan.trials:
+        sat = H200[engines[t.engine_id]]
+        rate = float(t.params.request_rate)
+        met = rate <= crossing * sat
+        rows.append({"trial_id": t.trial_id, "engine_id": t.engine_id, "workload": t.workload,
+                     "workload_params_json": t.params_json, "repeat": t.repeat, "status": "ok",
+                     "ttft_p99_s": 0.3 if met else 9.0, "probe_verdict": "met" if met else "missed",
+                     "request_throughput_req_s": min(rate, sat)})
+    return rows
+
+
+@pytest.mark.parametrize("crossing, stages_below, within", [(0.97, 1, 0.93), (0.92, 2, 0.85)])
+def test_the_documented_search_brackets_from_saturation_in_few_stages(crossing, stages_below, within):
+    config = _config(*GPU)
+    assert (config.sweep.repeats, config.sweep.rate_search.precision) == (3, 0.1)
+    study = adaptive_study("rate_search")
+    stages, rows = [], []
+    while (stage := study.stage(len(stages), config=config, rows=rows)) is not None:
+        stages.append(stage)
+        rows += _gpu_rows(stage, crossing=crossing)
+    assert len(stages) == 1 + stages_below
+    assert all(len({e.engine_id for e in s.plan.engines}) == 2 for s in stages)  # both arms in every stage
+    assert len(rows) == 2 * (1 + stages_below)  # each probe once: every one decided
+    # Never fewer requests than a p99 needs: each probe below saturation plans at least the 299 a "met" needs.
+    need = next(n for n in range(1, 1000) if order_bounds(n, 0.99)[1] <= n)
+    assert need == 299
+    probes = [t for s in stages[1:] for t in s.plan.trials]
+    assert probes and all(t.params.arrivals() >= need for t in probes)
+    slo = Slo(targets=(Target(metric=Metric.TTFT, ms=500.0),))
+    engines = {e.engine_id: e.settings.spec_method for s in stages for e in s.plan.engines}
+    for key, points in line_points(rows, slo).items():
+        b = bracket(points, slo, precision=0.1)
+        sat = H200[engines[key[0]]]
+        assert b.state == BracketState.PRECISE and within * sat <= b.low.x <= crossing * sat <= b.high.x <= sat
