@@ -77,7 +77,7 @@ PIECES: tuple[Piece, ...] = (
     Piece(name="worker_probe", module="worker_probe", kind=Kind.READ,
           relies_on="worker_extension_cls; the worker's model_runner.{model,drafter,model_memory_usage,kv_caches}, "
                     "available_kv_cache_memory_bytes"),
-    Piece(name="nvml", module="nvml", kind=Kind.READ, cuda_only=True, checked_on=(CPU_BUILD,),
+    Piece(name="nvml", module="nvml", kind=Kind.READ, cuda_only=True, checked_on=(GPU_STUDIES, CPU_BUILD),
           relies_on="vllm.third_party.pynvml.{nvmlInit,nvmlShutdown,nvmlDeviceGetHandleByUUID,"
                     "nvmlDeviceGetHandleByIndex,nvmlDeviceGetUUID,nvmlDeviceGetTotalEnergyConsumption,"
                     "nvmlDeviceGetPowerUsage,NVMLError}; the worker's torch.cuda device properties' uuid"),

@@ -13,7 +13,10 @@ def test_vllms_bindings_carry_every_function_the_reader_calls():
     assert [name for name in nvml.FUNCTIONS if not callable(getattr(bindings, name, None))] == []
 
 
-def test_the_real_meter_measures_on_cuda_and_says_why_not_elsewhere():
+def test_the_real_meter_measures_on_cuda_and_says_why_not_elsewhere(monkeypatch):
+    if is_cuda():  # outside an engine no worker names its GPU: the first one, by its bus order
+        monkeypatch.setenv("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
     meter = open_meter(None)
     if is_cuda():
         assert isinstance(meter, EnergyMeter) and meter.calibration.idle_w > 0
