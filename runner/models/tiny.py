@@ -4,7 +4,9 @@ Built locally (no model hub): a byte-level BPE tokenizer trained on the
 Python standard library's sources, plus a `config.json` that vLLM maps to
 `MiMoForCausalLM` and whose MTP layer `{"method": "mtp"}` accepts, plus
 `model.safetensors` trained on the same sources by `runner.models.training`
-(body and MTP layer) on first use. `weights="dummy"` skips the training
+(body and MTP layer). The project ships that folder as trained (`weights/tiny-mtp`): a first use copies it
+into the cache instead of training for minutes; where the code's spec or recipe changed, or a cached folder's
+tokenizer is not the shipped one, the first use trains. `weights="dummy"` skips the training
 (for `load_format: dummy`).
 
 A deterministic slice of the sources (by file name) is held out of the
@@ -27,6 +29,10 @@ from runner.cache import cache_root
 from runner.models.corpus import HELDOUT_MODULUS, corpus_files, heldout_files, load_tokenizer
 
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+# The project's trained copy of the embedded model; `python -m runner.models.train --ship` refreshes it.
+SHIPPED_DIR = Path(__file__).resolve().parent / "weights" / "tiny-mtp"
+SHIPPED_FILES = ("config.json", "generation_config.json", "tiny_model_spec.json", "tokenizer.json",
+                 "tokenizer_config.json", "model.safetensors", "train_report.json")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -186,14 +192,55 @@ def ensure_tiny_model(*, cache_dir: Path | None = None, spec: TinyModelSpec = Ti
         return out_dir
     with _file_lock(out_dir.parent / f".{out_dir.name}.lock"):
         if not (out_dir / "config.json").exists():
-            build_tiny_model(out_dir=out_dir, spec=spec)
-        elif not _tokenizer_config_current(spec=spec, out_dir=out_dir):
+            if shipped_model_dir(spec) is not None:
+                _copy_folder(SHIPPED_DIR, out_dir)
+            else:
+                build_tiny_model(out_dir=out_dir, spec=spec)
+        if not _tokenizer_config_current(spec=spec, out_dir=out_dir):
             _write_tokenizer_config(spec=spec, out_dir=out_dir)
-        if weights == "trained" and not _has_trained_weights(out_dir):
+        if weights == "trained" and not _has_trained_weights(out_dir) and not _take_shipped_weights(out_dir, spec):
             from runner.models.training import train_in_child
 
             train_in_child(model_dir=out_dir)
     return out_dir
+
+
+def shipped_model_dir(spec: TinyModelSpec = TinyModelSpec()) -> Path | None:
+    """The shipped trained folder where it was built from `spec` and trained by the code's recipe; else None."""
+    try:
+        built = json.loads((SHIPPED_DIR / "tiny_model_spec.json").read_text())
+    except (OSError, ValueError):
+        return None
+    if built != asdict(spec) or not _has_trained_weights(SHIPPED_DIR):
+        return None
+    return SHIPPED_DIR
+
+
+def _copy_folder(source: Path, out_dir: Path) -> None:
+    """The shipped files into `out_dir`, which appears whole or not at all."""
+    staging = Path(tempfile.mkdtemp(prefix=out_dir.name + ".", dir=out_dir.parent))
+    try:
+        for name in SHIPPED_FILES:
+            shutil.copyfile(source / name, staging / name)
+        os.replace(staging, out_dir)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+
+
+def _take_shipped_weights(out_dir: Path, spec: TinyModelSpec) -> bool:
+    """The shipped weights into a cached folder built here, where its tokenizer is the shipped one (the weights
+    index its vocabulary: a tokenizer trained on another Python's standard library numbers tokens otherwise)."""
+    from runner.models.training import REPORT_FILE, WEIGHTS_FILE
+
+    shipped = shipped_model_dir(spec)
+    if shipped is None or (out_dir / "tokenizer.json").read_bytes() != (shipped / "tokenizer.json").read_bytes():
+        return False
+    for name in (WEIGHTS_FILE, REPORT_FILE):  # the report last: it marks the weights current
+        tmp = out_dir / f".{name}.tmp"
+        shutil.copyfile(shipped / name, tmp)
+        os.replace(tmp, out_dir / name)
+    return True
 
 
 def tiny_model_ready(*, cache_dir: Path | None = None, spec: TinyModelSpec = TinyModelSpec(),

@@ -193,7 +193,8 @@ def prepare_builtin_model(model: ModelSection) -> None:
     if tiny_model_ready(weights=tiny_weights(model)):
         return
     folder = tiny_model_dir()
-    print("preparing the embedded model (first use only; training takes a few minutes on CPU) ...", flush=True)
+    print("preparing the embedded model (first use only: the shipped copy, or minutes of training where the "
+          "code changed it) ...", flush=True)
     started = time.perf_counter()
     from runner.models.source import resolve_model_source
 

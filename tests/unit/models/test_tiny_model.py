@@ -76,3 +76,56 @@ def test_training_is_deterministic_under_a_seed(tmp_path):
     assert all(torch.equal(a[n], b[n]) for n in a)
     assert runs[0][1]["heldout_losses"] == runs[1][1]["heldout_losses"]
     assert len(runs[0][1]["heldout_losses"]) == 1 + recipe.mtp_steps
+
+
+def test_the_shipped_model_is_the_codes():
+    """A change to the model's spec, its tokenizer config or the training recipe leaves the shipped copy behind: a
+    first use would then train for minutes. Fix: python -m runner.models.train --force --ship, and commit it."""
+    import json
+
+    from runner.models.tiny import SHIPPED_DIR, SHIPPED_FILES, shipped_model_dir, tokenizer_config
+
+    assert shipped_model_dir(TinyModelSpec()) == SHIPPED_DIR, "fix: python -m runner.models.train --force --ship"
+    assert json.loads((SHIPPED_DIR / "tokenizer_config.json").read_text()) == tokenizer_config(TinyModelSpec())
+    assert all((SHIPPED_DIR / name).is_file() for name in SHIPPED_FILES)
+
+
+def _no_training(monkeypatch):
+    import runner.models.training as training
+
+    def refuse(**_):
+        raise AssertionError("trained where the shipped weights serve")
+    monkeypatch.setattr(training, "train_in_child", refuse)
+
+
+def test_a_first_use_copies_the_shipped_model_and_trains_nothing(tmp_path, monkeypatch):
+    from runner.models.tiny import SHIPPED_DIR, ensure_tiny_model, tiny_model_ready
+
+    _no_training(monkeypatch)
+    folder = ensure_tiny_model(cache_dir=tmp_path)
+    assert tiny_model_ready(cache_dir=tmp_path)
+    assert (folder / "model.safetensors").read_bytes() == (SHIPPED_DIR / "model.safetensors").read_bytes()
+    assert [p.name for p in tmp_path.joinpath("models").iterdir() if not p.name.startswith(".")] == [folder.name]
+
+
+def test_a_folder_built_here_takes_the_shipped_weights_only_with_the_shipped_tokenizer(tmp_path, monkeypatch):
+    import shutil
+
+    import runner.models.training as training
+    from runner.models.tiny import SHIPPED_DIR, ensure_tiny_model, tiny_model_dir
+
+    folder = tiny_model_dir(cache_dir=tmp_path)
+    folder.mkdir(parents=True)
+    for name in ("config.json", "generation_config.json", "tiny_model_spec.json", "tokenizer.json"):
+        shutil.copyfile(SHIPPED_DIR / name, folder / name)
+    _no_training(monkeypatch)
+    ensure_tiny_model(cache_dir=tmp_path)  # the same tokenizer: the shipped weights
+    assert training.weights_are_current(model_dir=folder)
+
+    (folder / "model.safetensors").unlink()
+    (folder / "tokenizer.json").write_text((SHIPPED_DIR / "tokenizer.json").read_text().replace('"<|im_end|>"',
+                                                                                                 '"<|im_stop|>"'))
+    trained = []
+    monkeypatch.setattr(training, "train_in_child", lambda *, model_dir: trained.append(model_dir))
+    ensure_tiny_model(cache_dir=tmp_path)  # another tokenizer: trains its own
+    assert trained == [folder]
