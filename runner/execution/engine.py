@@ -56,6 +56,7 @@ class EngineHost:
         self.max_model_len = engine.settings.max_model_len
         self.vocab_size = model.vocab_size
         self.first_token_id = model.first_token_id
+        self.tokenizer_source = model.tokenizer or model.path  # what text prompts are tokenized with
         self._llm = None
         self._tokenizer = None
         self._ids = itertools.count()

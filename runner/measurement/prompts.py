@@ -178,7 +178,11 @@ class PromptMaker:
         self.prompt_file = prompt_file
 
     def _stream(self) -> TokenStream:
-        key = (self.source, self.prompt_file, id(self.engine))
+        # Keyed by the tokenizer, not by the engine object a workload holds (a fresh wrapper each trial): the
+        # corpus is tokenized once per process, not once per trial.
+        tokenizer = getattr(self.engine, "tokenizer_source", None) or id(getattr(self.engine.encode_text, "__self__",
+                                                                                  self.engine))
+        key = (self.source, self.prompt_file, tokenizer)
         if key not in _STREAMS:
             items = corpus_texts() if self.source == "corpus" else jsonl_rows(self.prompt_file)
             _STREAMS[key] = TokenStream(items=items, encode=self.engine.encode_text)
