@@ -123,12 +123,12 @@ def _held_engines(*, settings: ExecutionSettings, keys: RunKeys, run_dir: Path, 
 
 
 def _model_folder(config: RunConfig, plan: Plan) -> ModelInfoFill:
-    """The embedded model's folder (built on a local cluster) and vLLM's model-info fill for it (on CUDA)."""
+    """The embedded model's folder (built on a local cluster) and vLLM's model-info fill for it: on every device,
+    once per machine and vLLM (its stamp), since a first load that misses vLLM's cache inspects the classes itself,
+    one step after another (18 s of a cold CPU start, beside nothing)."""
     if config.cluster.address:
         return ModelInfoFill()
     prepare_builtin_model(config.model)
-    if config.engine.device != "cuda":
-        return ModelInfoFill()
     return begin_model_info(config.model, mtp=any(e.settings.spec_method == "mtp" for e in plan.engines))
 
 
