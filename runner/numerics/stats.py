@@ -17,6 +17,7 @@ MIN_REPEATS repeats per arm; anything less is said as such.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
@@ -106,8 +107,10 @@ def pairwise_ratio_bounds(first: Sequence[float], second: Sequence[float], *, hi
     return float(np.exp(logs[c - 1])), float(np.exp(logs[len(logs) - c]))
 
 
+@functools.lru_cache(maxsize=4096)
 def _t_quantile(p: float, df: float) -> float:
-    """Student's t quantile for p > 0.5 (bisection on the CDF, integrated numerically: numpy only)."""
+    """Student's t quantile for p > 0.5 (bisection on the CDF, integrated numerically: numpy only). Kept per
+    (p, df): a report asks the same few (n − 1 repeats at one level) thousands of times, 62 integrations each."""
     from math import exp, lgamma, pi, sqrt
 
     scale = exp(lgamma((df + 1) / 2) - lgamma(df / 2)) / sqrt(df * pi)
