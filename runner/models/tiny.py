@@ -182,8 +182,8 @@ def ensure_tiny_model(*, cache_dir: Path | None = None, spec: TinyModelSpec = Ti
                       weights: str = "trained") -> Path:
     """The embedded model's folder, built on first use and cached.
 
-    weights="trained" also trains `model.safetensors` (a few minutes, once per cache
-    folder); weights="dummy" stops at tokenizer + config, for `load_format: dummy`.
+    weights="trained" also provides `model.safetensors`: the shipped copy, or trained here (minutes, once per cache
+    folder) where the code moved past it; weights="dummy" stops at tokenizer + config, for `load_format: dummy`.
     """
     if weights not in ("trained", "dummy"):
         raise ValueError(f"unknown weights {weights!r}; valid: trained, dummy (fix: model.weights=trained)")
