@@ -27,12 +27,13 @@ from pathlib import Path
 
 from runner.cache import cache_root
 from runner.models.corpus import HELDOUT_MODULUS, corpus_files, heldout_files, load_tokenizer
+from runner.models.training import REPORT_FILE, WEIGHTS_FILE
 
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 # The project's trained copy of the embedded model; `python -m runner.models.train --ship` refreshes it.
 SHIPPED_DIR = Path(__file__).resolve().parent / "weights" / "tiny-mtp"
 SHIPPED_FILES = ("config.json", "generation_config.json", "tiny_model_spec.json", "tokenizer.json",
-                 "tokenizer_config.json", "model.safetensors", "train_report.json")
+                 "tokenizer_config.json", WEIGHTS_FILE, REPORT_FILE)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -231,8 +232,6 @@ def _copy_folder(source: Path, out_dir: Path) -> None:
 def _take_shipped_weights(out_dir: Path, spec: TinyModelSpec) -> bool:
     """The shipped weights into a cached folder built here, where its tokenizer is the shipped one (the weights
     index its vocabulary: a tokenizer trained on another Python's standard library numbers tokens otherwise)."""
-    from runner.models.training import REPORT_FILE, WEIGHTS_FILE
-
     shipped = shipped_model_dir(spec)
     if shipped is None or (out_dir / "tokenizer.json").read_bytes() != (shipped / "tokenizer.json").read_bytes():
         return False
